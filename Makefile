@@ -1,0 +1,35 @@
+# Faultline: `make run` serves the demo on http://127.0.0.1:8000, `make test` runs the tests.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+# Local runs and tests use the development key and plain-HTTP cookies;
+# production sets SECRET_KEY and leaves FAULTLINE_DEV unset.
+export FAULTLINE_DEV ?= 1
+
+.PHONY: run test lint serve setup
+
+$(VENV)/.runtime: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+setup: $(VENV)/.runtime
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_codebook fixtures/codebook-v1.json --publish
+	$(PY) manage.py demo
+
+run: setup
+	@echo "Serving Faultline on http://127.0.0.1:8000/ (log in with a demo login above)"
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+test: $(VENV)/.dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .

@@ -1,0 +1,58 @@
+"""Study membership checks shared by every study-scoped view.
+
+A non-member gets 404 (the study's existence is not revealed), a member
+without the needed role gets 403.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from .models import Membership, Role
+
+LEVELS = ("read", "write", "adjudicate", "owner")
+
+
+def membership_for(user, slug: str) -> Membership:
+    if not user.is_authenticated:
+        raise Http404("No such study")
+    membership = (
+        Membership.objects.select_related("study", "study__codebook").filter(study__slug=slug, user=user).first()
+    )
+    if membership is None:
+        raise Http404("No such study")
+    return membership
+
+
+def check_level(membership: Membership, level: str) -> None:
+    allowed = {
+        "read": True,
+        "write": membership.can_write,
+        "adjudicate": membership.can_adjudicate,
+        "owner": membership.role == Role.OWNER,
+    }[level]
+    if not allowed:
+        raise PermissionDenied(f"Your role in this study ({membership.role}) does not allow this.")
+
+
+def study_view(level: str = "read"):
+    """Resolve `slug` to a study the user belongs to, at `level`, and pass it on.
+
+    The view is called as view(request, study, *args) with request.membership set.
+    """
+    assert level in LEVELS
+
+    def decorator(view):
+        @wraps(view)
+        def wrapper(request, slug, *args, **kwargs):
+            membership = membership_for(request.user, slug)
+            check_level(membership, level)
+            request.membership = membership
+            return view(request, membership.study, *args, **kwargs)
+
+        return wrapper
+
+    return decorator

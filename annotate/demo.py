@@ -1,0 +1,167 @@
+"""The demo study: the shipped samples, a demo owner and two demo coders.
+
+Both coders code most episodes from the gold labels; the second coder departs
+from them on a fixed set of episodes, so the queue, adjudication and analysis
+pages all have content on a first `make run`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from taxonomy.models import Axis, AxisValue, Codebook, FailureType
+
+from .models import Adjudication, Document, DocumentKind, Episode, EpisodeStatus, Split, Study
+from .services import CodingValues, coding_save, queue_key_for, study_create
+
+SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
+DEMO_SLUG = "demo"
+DEMO_USERS = (("demo-owner", "owner"), ("demo-coder1", "coder"), ("demo-coder2", "coder"))
+
+
+@dataclass
+class DemoResult:
+    study: Study
+    created: bool
+    logins: list[tuple[str, str, str]]  # (username, password, role)
+
+
+def _load_documents(study: Study) -> None:
+    """A minimal loader for the shipped samples: GitHub issues (no PRs) and the literature CSV."""
+    items = json.loads((SAMPLES / "github_issues.json").read_text(encoding="utf-8"))
+    docs = []
+    for item in items:
+        if "pull_request" in item:
+            continue
+        repo = item["repository_url"].split("/repos/", 1)[1]
+        docs.append(
+            Document(
+                study=study,
+                kind=DocumentKind.GITHUB_ISSUE,
+                external_id=f"{repo}#{item['number']}",
+                url=item["html_url"],
+                cluster=repo,
+                title=item["title"],
+                body=item.get("body") or "",
+                meta={"state": item.get("state"), "created_at": item.get("created_at")},
+                labels="," + ",".join(lbl["name"] for lbl in item.get("labels", [])) + ",",
+                raw=item,
+            )
+        )
+    with (SAMPLES / "literature.csv").open(encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            docs.append(
+                Document(
+                    study=study,
+                    kind=DocumentKind.LITERATURE,
+                    external_id=row["key"],
+                    url=row.get("url", ""),
+                    cluster=row["key"],
+                    title=row["title"],
+                    body=row.get("failure_description") or row.get("abstract", ""),
+                    meta={"venue": row.get("venue"), "year": row.get("year"), "doi": row.get("doi")},
+                    raw=row,
+                )
+            )
+    Document.objects.bulk_create(docs)
+    episodes = [Episode(document=d, study=study) for d in Document.objects.filter(study=study)]
+    Episode.objects.bulk_create(episodes)
+    for ep in Episode.objects.filter(study=study):
+        ep.queue_key = queue_key_for(study, ep.pk)
+        ep.save(update_fields=["queue_key"])
+
+
+def _gold_values(label: dict, types: dict, values: dict) -> CodingValues:
+    if label["not_a_failure"]:
+        return CodingValues(not_a_failure=True, not_a_failure_reason="The reporter's own configuration.")
+    return CodingValues(
+        failure_type=types[label["failure_type"]],
+        source=values[(Axis.SOURCE, label["source"])],
+        stage=values[(Axis.STAGE, label["stage"])],
+        capability=values[(Axis.CAPABILITY, label["capability"])],
+        confidence="high",
+    )
+
+
+def _disagree(v: CodingValues, n: int, types: dict, values: dict) -> CodingValues:
+    """A plausible second reading: another stage, or a neighbouring type in the same category."""
+    if v.not_a_failure:
+        return v
+    if n % 2:
+        stages = [val for (axis, _), val in values.items() if axis == Axis.STAGE and val != v.stage]
+        return CodingValues(**{**v.__dict__, "stage": stages[n % len(stages)], "confidence": "medium"})
+    same_category = [t for t in types.values() if t.category_id == v.failure_type.category_id and t != v.failure_type]
+    other = same_category[n % len(same_category)] if same_category else v.failure_type
+    return CodingValues(**{**v.__dict__, "failure_type": other, "confidence": "low", "memo": "Borderline."})
+
+
+@transaction.atomic
+def demo_build(*, reset: bool = False) -> DemoResult:
+    User = get_user_model()
+    logins = []
+    users = {}
+    for username, role in DEMO_USERS:
+        user, _ = User.objects.get_or_create(username=username)
+        password = secrets.token_urlsafe(9)
+        user.set_password(password)
+        user.save()
+        users[role if role == "owner" else username] = user
+        logins.append((username, password, role))
+
+    existing = Study.objects.filter(slug=DEMO_SLUG).first()
+    if existing and not reset:
+        return DemoResult(study=existing, created=False, logins=logins)
+    if existing:
+        existing.delete()
+
+    codebook = Codebook.objects.get(name="agentic-failures", version="1.0")
+    study = study_create(
+        slug=DEMO_SLUG,
+        name="Demo: why agentic workflows fail",
+        codebook=codebook,
+        owner=users["owner"],
+        coders=[users["demo-coder1"], users["demo-coder2"]],
+        description="Sample GitHub issues and literature records, double-coded from the gold labels.",
+    )
+    _load_documents(study)
+
+    types = {t.code: t for t in FailureType.objects.filter(codebook=codebook).select_related("category")}
+    values = {(v.axis, v.code): v for v in AxisValue.objects.filter(codebook=codebook)}
+    gold = {g["id"]: g for g in json.loads((SAMPLES / "gold_labels.json").read_text(encoding="utf-8"))}
+    episodes = list(Episode.objects.filter(study=study).select_related("document", "study").order_by("id"))
+
+    # The last four literature records are the hold-out set, as later papers would be.
+    literature = [e for e in episodes if e.document.kind == DocumentKind.LITERATURE]
+    Episode.objects.filter(pk__in=[e.pk for e in literature[-4:]]).update(split=Split.HOLDOUT)
+
+    coder1, coder2, owner = users["demo-coder1"], users["demo-coder2"], users["owner"]
+    adjudicated = 0
+    for n, ep in enumerate(episodes):
+        label = gold.get(ep.document.url if ep.document.kind == DocumentKind.GITHUB_ISSUE else ep.document.external_id)
+        if label is None or n % 10 == 9:
+            continue  # leave every tenth episode for the queue
+        v = _gold_values(label, types, values)
+        coding_save(episode=ep, coder=coder1, values=v, version=None)
+        second = _disagree(v, n, types, values) if n % 7 == 3 else v
+        coding_save(episode=ep, coder=coder2, values=second, version=None)
+        if second != v and adjudicated < 2:
+            Adjudication.objects.create(
+                episode=ep,
+                adjudicator=owner,
+                failure_type=v.failure_type,
+                source=v.source,
+                stage=v.stage,
+                capability=v.capability,
+                rationale="The decisive error matches the first coder's reading.",
+            )
+            Episode.objects.filter(pk=ep.pk).update(status=EpisodeStatus.ADJUDICATED)
+            adjudicated += 1
+    return DemoResult(study=study, created=True, logins=logins)

@@ -1,0 +1,78 @@
+"""Long work as Celery-backed Jobs: start one, run it, report its progress.
+
+Each job kind maps to a handler `handler(*, job, progress) -> dict` named by
+dotted path, so apps add kinds without import cycles. The handler does the
+work through services; `progress(done, total)` updates the Job row that pages
+poll and commands can mirror in a progress bar.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from .models import Job, JobStatus
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]
+
+HANDLERS: dict[str, str] = {
+    "recount": "annotate.services.job_recount",
+}
+
+
+def job_start(*, kind: str, study=None, user=None, params: dict | None = None) -> Job:
+    """Record a Job and enqueue it once the surrounding transaction commits."""
+    if kind not in HANDLERS:
+        raise ValueError(f"unknown job kind '{kind}'")
+    job = Job.objects.create(kind=kind, study=study, created_by=user, params=params or {})
+    from .tasks import run_job
+
+    transaction.on_commit(lambda: run_job.delay(job.pk))
+    return job
+
+
+def job_progress_writer(job: Job, *, min_interval: float = 0.5) -> ProgressFn:
+    """A progress callback that writes to the Job row at most every `min_interval` seconds."""
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - last[0] < min_interval:
+            return
+        last[0] = now
+        Job.objects.filter(pk=job.pk).update(done=done, total=total)
+        job.done, job.total = done, total
+
+    return progress
+
+
+def job_run(*, job_id: int) -> Job | None:
+    """Run a job's handler once. A finished job is not run again (idempotent redelivery)."""
+    claimed = (
+        Job.objects.filter(pk=job_id)
+        .exclude(status=JobStatus.SUCCESS)
+        .update(status=JobStatus.RUNNING, started_at=timezone.now(), attempts=F("attempts") + 1, error="")
+    )
+    job = Job.objects.filter(pk=job_id).first()
+    if not claimed or job is None:
+        return job
+    handler = import_string(HANDLERS[job.kind])
+    try:
+        result = handler(job=job, progress=job_progress_writer(job))
+    except Exception as exc:  # the job records any failure; the worker stays up
+        log.exception("job %s (%s) failed", job.pk, job.kind)
+        Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED, error=str(exc)[:4000], finished_at=timezone.now())
+    else:
+        Job.objects.filter(pk=job.pk).update(
+            status=JobStatus.SUCCESS, result=result, finished_at=timezone.now(), done=F("total")
+        )
+    job.refresh_from_db()
+    return job

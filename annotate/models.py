@@ -1,0 +1,482 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from simple_history.models import HistoricalRecords
+
+from taxonomy.models import AxisValue, Codebook, FailureType
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    CODER = "coder", "Coder"
+    VIEWER = "viewer", "Viewer"
+
+
+class QueueOrder(models.TextChoices):
+    RANDOM = "random", "Random (stored seed)"
+    IMPORT = "import", "Import order"
+
+
+class LabelRule(models.TextChoices):
+    CONSENSUS = "consensus", "Adjudicated, else agreed by all coders"
+    SINGLE_CODER = "single_coder", "One coder's labels"
+
+
+class Study(models.Model):
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    codebook = models.ForeignKey(Codebook, on_delete=models.PROTECT, related_name="studies")
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="studies")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    # Coding settings (owner).
+    coders_per_episode = models.PositiveSmallIntegerField(default=2)
+    blind = models.BooleanField(default=True)
+    queue_order = models.CharField(max_length=10, choices=QueueOrder.choices, default=QueueOrder.RANDOM)
+    queue_seed = models.BigIntegerField(default=0)
+    queue_splits = models.JSONField(default=list, blank=True)  # empty means ["primary"]
+    suggestions_after_first_choice = models.BooleanField(default=False)
+
+    # Which labels analysis uses.
+    label_rule = models.CharField(max_length=20, choices=LabelRule.choices, default=LabelRule.CONSENSUS)
+    label_coder = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    # Incident webhook (signed with HMAC-SHA256 using webhook_secret).
+    webhook_url = models.URLField(blank=True)
+    webhook_secret = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def splits_in_queue(self) -> list[str]:
+        return self.queue_splits or ["primary"]
+
+
+class Membership(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.CODER)
+    # Owners always adjudicate; a coder can be given the adjudicator duty too.
+    adjudicator = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "user"], name="membership_study_user_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} in {self.study}"
+
+    @property
+    def can_write(self) -> bool:
+        return self.role in (Role.OWNER, Role.CODER)
+
+    @property
+    def can_adjudicate(self) -> bool:
+        return self.role == Role.OWNER or (self.role == Role.CODER and self.adjudicator)
+
+
+class DocumentKind(models.TextChoices):
+    GITHUB_ISSUE = "github_issue", "GitHub issue"
+    LITERATURE = "literature", "Literature record"
+    INCIDENT = "incident", "Incident"
+
+
+class TriageStatus(models.TextChoices):
+    NEW = "new", "New"
+    TRIAGED = "triaged", "Triaged"
+    RESOLVED = "resolved", "Resolved"
+
+
+class Document(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="documents")
+    kind = models.CharField(max_length=20, choices=DocumentKind.choices)
+    external_id = models.CharField(max_length=500)
+    url = models.URLField(max_length=1000, blank=True)
+    # The resampling unit: repository owner/name, citation key or DOI, or service.
+    cluster = models.CharField(max_length=300)
+    title = models.CharField(max_length=1000)
+    body = models.TextField(blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    raw = models.JSONField(default=dict, blank=True)
+    # Labels (GitHub labels, incident tags) as ",a,b,", so one indexed-friendly
+    # `icontains=",a,"` filters by label on every database.
+    labels = models.CharField(max_length=2000, blank=True)
+    # sha256 of the normalised imported fields, so a re-import can tell
+    # "unchanged" from "updated" without comparing bodies row by row.
+    content_hash = models.CharField(max_length=64, blank=True)
+    imported_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # Incident triage (kind=incident only).
+    triage_status = models.CharField(max_length=10, choices=TriageStatus.choices, blank=True)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_incidents"
+    )
+    severity = models.CharField(max_length=20, blank=True)
+    occurred_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "kind", "external_id"], name="document_study_kind_extid_unique")
+        ]
+        indexes = [
+            models.Index(fields=["study", "kind", "cluster"]),
+            models.Index(fields=["study", "cluster"]),
+            models.Index(fields=["study", "triage_status"]),
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.external_id}"
+
+
+class Split(models.TextChoices):
+    PRIMARY = "primary", "Primary"
+    HOLDOUT = "holdout", "Hold-out"
+
+
+class EpisodeStatus(models.TextChoices):
+    OPEN = "open", "Open"  # fewer than k codings
+    CODED = "coded", "Coded"  # k codings
+    ADJUDICATED = "adjudicated", "Adjudicated"
+
+
+class Episode(models.Model):
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="episodes")
+    # Denormalised from document.study so the queue and analysis filter one table.
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="episodes")
+    excerpt = models.TextField(blank=True)  # empty means the whole document body
+    start = models.PositiveIntegerField(null=True, blank=True)
+    end = models.PositiveIntegerField(null=True, blank=True)
+    order = models.PositiveIntegerField(default=0)
+    split = models.CharField(max_length=10, choices=Split.choices, default=Split.PRIMARY)
+    status = models.CharField(max_length=12, choices=EpisodeStatus.choices, default=EpisodeStatus.OPEN)
+    # Maintained by the coding service so the queue never counts rows per request.
+    n_codings = models.PositiveIntegerField(default=0)
+    # Position in the random queue order, derived from the study's stored seed.
+    queue_key = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "order"], name="episode_document_order_unique")]
+        indexes = [
+            models.Index(fields=["study", "split", "n_codings", "queue_key"]),
+            models.Index(fields=["study", "split", "n_codings", "id"]),
+            models.Index(fields=["study", "status"]),
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"episode {self.pk} of {self.document_id}"
+
+
+class Lease(models.Model):
+    """A coder's claim on an episode while they code it; expires after FAULTLINE_LEASE_MINUTES."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="leases")
+    coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="leases")
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "coder"], name="lease_episode_coder_unique")]
+        indexes = [models.Index(fields=["episode", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"lease on {self.episode_id} by {self.coder_id} until {self.expires_at:%H:%M}"
+
+
+class Confidence(models.TextChoices):
+    LOW = "low", "Low"
+    MEDIUM = "medium", "Medium"
+    HIGH = "high", "High"
+
+
+class SuggestionBackend(models.TextChoices):
+    LOCAL = "local", "Local (scikit-learn)"
+    OPENAI = "openai", "OpenAI-compatible LLM"
+
+
+class SuggestionStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+    EDITED = "edited", "Edited"
+    FAILED = "failed", "Failed"
+
+
+class Suggestion(models.Model):
+    """Machine output. Never a Coding; accepting one creates a Coding that points back."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="suggestions")
+    backend = models.CharField(max_length=10, choices=SuggestionBackend.choices)
+    model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=64)
+    failure_type = models.ForeignKey(FailureType, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    source = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    stage = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    capability = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    not_a_failure = models.BooleanField(default=False)
+    confidence = models.FloatField(null=True, blank=True)
+    rationale = models.TextField(blank=True)
+    evidence = models.TextField(blank=True)
+    # The answer quoted text that is not in the episode: dropped, and flagged.
+    evidence_flagged = models.BooleanField(default=False)
+    # All validated candidates, best first (up to 3), as codes.
+    candidates = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=10, choices=SuggestionStatus.choices, default=SuggestionStatus.PENDING)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    # sha256 of (model, prompt_version, episode text): the same request is never sent twice,
+    # and a retried batch never writes a second suggestion for the same episode.
+    cache_key = models.CharField(max_length=64)
+    error = models.TextField(blank=True)
+    job = models.ForeignKey("Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="suggestions")
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "cache_key"], name="suggestion_episode_cachekey_unique"),
+            models.CheckConstraint(
+                condition=Q(error="") | Q(failure_type__isnull=True), name="suggestion_error_has_no_codes"
+            ),
+        ]
+        indexes = [models.Index(fields=["cache_key"])]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"suggestion {self.pk} ({self.backend})"
+
+
+class Coding(models.Model):
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="codings")
+    coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="codings")
+    failure_type = models.ForeignKey(FailureType, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    source = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    stage = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    capability = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    not_a_failure = models.BooleanField(default=False)
+    not_a_failure_reason = models.TextField(blank=True)
+    # The episode is a failure that no existing type fits (hold-out coverage).
+    needs_new_type = models.BooleanField(default=False)
+    confidence = models.CharField(max_length=10, choices=Confidence.choices, default=Confidence.MEDIUM)
+    memo = models.TextField(blank=True)
+    evidence = models.TextField(blank=True)
+    evidence_start = models.PositiveIntegerField(null=True, blank=True)
+    evidence_end = models.PositiveIntegerField(null=True, blank=True)
+    from_suggestion = models.ForeignKey(
+        Suggestion, null=True, blank=True, on_delete=models.SET_NULL, related_name="codings"
+    )
+    # Optimistic locking: a save must name the version it was built on.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "coder"], name="coding_episode_coder_unique"),
+            models.CheckConstraint(
+                condition=Q(not_a_failure=True)
+                | (
+                    Q(source__isnull=False, stage__isnull=False, capability__isnull=False)
+                    & (Q(failure_type__isnull=False) | Q(needs_new_type=True))
+                ),
+                name="coding_complete_unless_not_a_failure",
+            ),
+        ]
+        indexes = [models.Index(fields=["coder", "updated_at"])]
+
+    def __str__(self) -> str:
+        return f"coding {self.pk} by {self.coder_id}"
+
+
+class Adjudication(models.Model):
+    """The consensus label that analysis uses once coders disagree."""
+
+    episode = models.OneToOneField(Episode, on_delete=models.CASCADE, related_name="adjudication")
+    adjudicator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    failure_type = models.ForeignKey(FailureType, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    source = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    stage = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    capability = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    not_a_failure = models.BooleanField(default=False)
+    needs_new_type = models.BooleanField(default=False)
+    rationale = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(not_a_failure=True)
+                | (
+                    Q(source__isnull=False, stage__isnull=False, capability__isnull=False)
+                    & (Q(failure_type__isnull=False) | Q(needs_new_type=True))
+                ),
+                name="adjudication_complete_unless_not_a_failure",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"adjudication of episode {self.episode_id}"
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCESS = "success", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class Job(models.Model):
+    """Long work run by Celery; pages poll its progress."""
+
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=30)
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.PENDING)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    params = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    celery_task_id = models.CharField(max_length=100, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["study", "kind", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.pk} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else (100 if self.status == JobStatus.SUCCESS else 0)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (JobStatus.SUCCESS, JobStatus.FAILED)
+
+
+class LocalModel(models.Model):
+    """A trained local suggester for a study, stored with its training-set size."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="local_models")
+    blob = models.BinaryField()
+    n_train = models.PositiveIntegerField()
+    trained_at = models.DateTimeField(auto_now_add=True)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-trained_at"]
+
+    def __str__(self) -> str:
+        return f"local model for {self.study_id} ({self.n_train} labels)"
+
+
+class Artifact(models.Model):
+    """Evidence attached to an incident: what actually changed, beside what a trace says was asked."""
+
+    class Kind(models.TextChoices):
+        DIFF = "diff", "Diff"
+        TEST_RESULT = "test_result", "Test result"
+        LOG = "log", "Log"
+        DB_CHANGE = "db_change", "Database change"
+        SCREENSHOT = "screenshot", "Screenshot"
+        TRACE = "trace", "Trace"
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="artifacts")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    name = models.CharField(max_length=300)
+    content = models.TextField(blank=True)
+    url = models.URLField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.name}"
+
+
+class TriageEvent(models.Model):
+    """Who moved an incident, from what to what, and when."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="triage_events")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    from_status = models.CharField(max_length=10, blank=True)
+    to_status = models.CharField(max_length=10)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.from_status or '-'} → {self.to_status}"
+
+
+class WebhookDelivery(models.Model):
+    """One delivery attempt of a study's outgoing webhook."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    document = models.ForeignKey(Document, null=True, on_delete=models.SET_NULL, related_name="webhook_deliveries")
+    event = models.CharField(max_length=50)
+    event_id = models.CharField(max_length=64)
+    url = models.URLField(max_length=1000)
+    payload = models.JSONField()
+    attempt = models.PositiveIntegerField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    delivered = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.event} attempt {self.attempt}"
+
+
+class ApiToken(models.Model):
+    """An API token. Only a sha256 of the key is stored; the key is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

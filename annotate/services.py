@@ -1,0 +1,226 @@
+"""Writes for studies, memberships and codings."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+
+from taxonomy.models import Axis, AxisValue, Codebook, FailureType
+
+from .models import Coding, Confidence, Episode, EpisodeStatus, Membership, Role, Study
+
+User = get_user_model()
+
+
+@transaction.atomic
+def study_create(
+    *,
+    slug: str,
+    name: str,
+    codebook: Codebook,
+    owner=None,
+    coders: list | tuple = (),
+    viewers: list | tuple = (),
+    description: str = "",
+) -> Study:
+    """Create a study with its members. The queue seed is fixed here so the order is reproducible."""
+    if Study.objects.filter(slug=slug).exists():
+        raise ValidationError({"slug": f"a study with slug '{slug}' already exists"})
+    study = Study(slug=slug, name=name, codebook=codebook, description=description)
+    study.full_clean(exclude=["codebook", "members", "label_coder"])
+    study.queue_seed = int.from_bytes(hashlib.sha256(slug.encode()).digest()[:6], "big")
+    study.save()
+    if owner is not None:
+        membership_set(study=study, user=owner, role=Role.OWNER)
+    for user in coders:
+        membership_set(study=study, user=user, role=Role.CODER)
+    for user in viewers:
+        membership_set(study=study, user=user, role=Role.VIEWER)
+    return study
+
+
+def membership_set(*, study: Study, user, role: str, adjudicator: bool = False) -> Membership:
+    """Add a member or change their role."""
+    if role not in Role.values:
+        raise ValidationError({"role": f"unknown role '{role}'"})
+    membership, _ = Membership.objects.update_or_create(
+        study=study, user=user, defaults={"role": role, "adjudicator": adjudicator}
+    )
+    return membership
+
+
+def queue_key_for(study: Study, episode_id: int) -> int:
+    """The episode's place in the study's random order: a stable hash of (seed, id)."""
+    digest = hashlib.blake2b(f"{study.queue_seed}:{episode_id}".encode(), digest_size=7).digest()
+    return int.from_bytes(digest, "big")
+
+
+class CodingConflict(Exception):
+    """A save built on a stale version. Carries the coding as it is now."""
+
+    def __init__(self, current: Coding | None):
+        super().__init__("This coding was changed since you opened it.")
+        self.current = current
+
+
+@dataclass(frozen=True)
+class CodingValues:
+    failure_type: FailureType | None = None
+    source: AxisValue | None = None
+    stage: AxisValue | None = None
+    capability: AxisValue | None = None
+    not_a_failure: bool = False
+    not_a_failure_reason: str = ""
+    needs_new_type: bool = False
+    confidence: str = Confidence.MEDIUM
+    memo: str = ""
+    evidence: str = ""
+    evidence_start: int | None = None
+    evidence_end: int | None = None
+
+
+CODING_FIELDS = list(CodingValues.__dataclass_fields__)
+
+
+def coding_values_validate(*, values: CodingValues, codebook_id: int) -> None:
+    """Field errors for codes that are missing, from another codebook or on the wrong axis."""
+    errors: dict[str, str] = {}
+    if values.not_a_failure:
+        if not values.not_a_failure_reason.strip():
+            errors["not_a_failure_reason"] = "Say why this is not a failure."
+    else:
+        if values.failure_type is None and not values.needs_new_type:
+            errors["failure_type"] = "Choose a failure type, or mark that it needs a new type."
+        for axis in Axis.values:
+            if getattr(values, axis) is None:
+                errors[axis] = f"Choose a {Axis(axis).label.lower()}."
+    if values.failure_type is not None and values.failure_type.codebook_id != codebook_id:
+        errors["failure_type"] = "This type is not in the study's codebook."
+    for axis in Axis.values:
+        value = getattr(values, axis)
+        if value is not None and (value.codebook_id != codebook_id or value.axis != axis):
+            errors[axis] = f"'{value.code}' is not a {axis} of the study's codebook."
+    if values.confidence not in Confidence.values:
+        errors["confidence"] = f"Confidence must be one of {', '.join(Confidence.values)}."
+    if (values.evidence_start is None) != (values.evidence_end is None) or (
+        values.evidence_start is not None and values.evidence_end < values.evidence_start
+    ):
+        errors["evidence"] = "Evidence offsets must be a start and an end, in order."
+    if errors:
+        raise ValidationError(errors)
+
+
+def _refresh_episode_counts(episode_id: int, k: int) -> None:
+    episode = Episode.objects.select_for_update().get(pk=episode_id)
+    n = Coding.objects.filter(episode_id=episode_id).count()
+    if episode.status == EpisodeStatus.ADJUDICATED:
+        status = EpisodeStatus.ADJUDICATED
+    else:
+        status = EpisodeStatus.CODED if n >= k else EpisodeStatus.OPEN
+    Episode.objects.filter(pk=episode_id).update(n_codings=n, status=status)
+
+
+@transaction.atomic
+def coding_save(
+    *,
+    episode: Episode,
+    coder,
+    values: CodingValues,
+    version: int | None,
+    from_suggestion=None,
+) -> Coding:
+    """Create or update `coder`'s coding of `episode` with optimistic locking.
+
+    `version` is the version the form was built on (None or 0 for a new coding).
+    A mismatch raises CodingConflict and writes nothing. History records the change.
+    """
+    study = episode.study
+    coding_values_validate(values=values, codebook_id=study.codebook_id)
+    if values.not_a_failure:
+        values = CodingValues(
+            not_a_failure=True,
+            not_a_failure_reason=values.not_a_failure_reason,
+            confidence=values.confidence,
+            memo=values.memo,
+            evidence=values.evidence,
+            evidence_start=values.evidence_start,
+            evidence_end=values.evidence_end,
+        )
+    current = Coding.objects.select_for_update().filter(episode=episode, coder=coder).first()
+    if current is None:
+        if version:
+            raise CodingConflict(None)
+        coding = Coding(episode=episode, coder=coder, from_suggestion=from_suggestion, version=1)
+        for name in CODING_FIELDS:
+            setattr(coding, name, getattr(values, name))
+        coding._history_user = coder
+        try:
+            with transaction.atomic():
+                coding.save()
+        except IntegrityError as exc:
+            # Another request created this coder's coding first.
+            raise CodingConflict(Coding.objects.filter(episode=episode, coder=coder).first()) from exc
+        _refresh_episode_counts(episode.pk, study.coders_per_episode)
+        return coding
+    if version != current.version:
+        raise CodingConflict(current)
+    changed = [name for name in CODING_FIELDS if getattr(current, name) != getattr(values, name)]
+    if from_suggestion is not None and current.from_suggestion_id != from_suggestion.pk:
+        current.from_suggestion = from_suggestion
+        changed.append("from_suggestion")
+    if not changed:
+        return current
+    for name in changed:
+        if name != "from_suggestion":
+            setattr(current, name, getattr(values, name))
+    # The row is locked (select_for_update), so a plain increment is safe.
+    current.version += 1
+    current._history_user = coder
+    current.save()
+    return current
+
+
+@transaction.atomic
+def coding_delete(*, coding: Coding, user) -> None:
+    """Delete a coding; its history keeps the deleted values."""
+    episode_id, k = coding.episode_id, coding.episode.study.coders_per_episode
+    coding._history_user = user
+    coding.delete()
+    _refresh_episode_counts(episode_id, k)
+
+
+@transaction.atomic
+def episodes_recount(*, study: Study) -> int:
+    """Repair the denormalised coding counts and statuses of a study's episodes."""
+    k = study.coders_per_episode
+    episodes = list(
+        Episode.objects.filter(study=study).annotate(
+            real=Count("codings"), adjudicated=Count("adjudication", filter=Q(adjudication__isnull=False))
+        )
+    )
+    stale = []
+    for ep in episodes:
+        status = (
+            EpisodeStatus.ADJUDICATED
+            if ep.adjudicated
+            else (EpisodeStatus.CODED if ep.real >= k else EpisodeStatus.OPEN)
+        )
+        if ep.n_codings != ep.real or ep.status != status:
+            ep.n_codings, ep.status = ep.real, status
+            stale.append(ep)
+    Episode.objects.bulk_update(stale, ["n_codings", "status"], batch_size=1000)
+    return len(stale)
+
+
+def job_recount(*, job, progress) -> dict[str, Any]:
+    """Job handler: repair a study's episode counters."""
+    progress(0, 1)
+    fixed = episodes_recount(study=job.study)
+    progress(1, 1)
+    return {"fixed": fixed}

@@ -1,0 +1,33 @@
+"""Token authentication against hashed keys (annotate.ApiToken).
+
+DRF's stock TokenAuthentication keeps keys in clear text; we store a sha256
+and compare hashes, so a database leak does not leak usable tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.utils import timezone
+from rest_framework import exceptions
+from rest_framework.authentication import TokenAuthentication
+
+from annotate.models import ApiToken
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class HashedTokenAuthentication(TokenAuthentication):
+    keyword = "Token"
+
+    def authenticate_credentials(self, key):
+        token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        now = timezone.now()
+        # Touch last_used_at at most once a minute to keep reads cheap.
+        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return (token.user, token)

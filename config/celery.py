@@ -1,0 +1,16 @@
+"""The Celery app. Without CELERY_BROKER_URL, tasks run eagerly in-process."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("faultline")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+if not app.conf.broker_url:
+    # Eager mode still needs a broker URL for Celery's own bookkeeping; memory:// never connects.
+    app.conf.broker_url = "memory://"
+app.autodiscover_tasks()

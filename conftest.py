@@ -1,0 +1,161 @@
+"""Shared test personas and service probes.
+
+Personas, as in healthchecks: Alice owns the study, Bob codes on her team,
+Vera can only view it, and Charlie has no access at all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+CODEBOOK = Path(settings.BASE_DIR) / "fixtures" / "codebook-v1.json"
+PASSWORD = "correct horse battery staple"
+
+
+def services_required() -> bool:
+    return os.environ.get("FAULTLINE_REQUIRE_SERVICES", "") in {"1", "true", "yes"}
+
+
+def need(available: bool, reason: str) -> None:
+    """Skip when a service is missing, or fail when FAULTLINE_REQUIRE_SERVICES=1."""
+    if available:
+        return
+    if services_required():
+        pytest.fail(f"required service missing: {reason}")
+    pytest.skip(reason)
+
+
+def is_postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+
+def redis_reachable(url: str | None = None) -> bool:
+    url = url or settings.CELERY_BROKER_URL
+    if not url.startswith("redis://"):
+        return False
+    host_port = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1]
+    host, _, port = host_port.partition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port or 6379)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def chromium_path() -> str | None:
+    path = os.environ.get("FAULTLINE_CHROMIUM", "/usr/bin/chromium")
+    return path if Path(path).exists() else shutil.which("chromium")
+
+
+@pytest.fixture
+def require_postgres():
+    need(is_postgres(), "needs PostgreSQL (set DATABASE_URL=postgres://...)")
+
+
+@pytest.fixture
+def require_redis():
+    need(redis_reachable(), "needs Redis as the Celery broker (set CELERY_BROKER_URL=redis://...)")
+
+
+@pytest.fixture
+def codebook(db):
+    from taxonomy.services import codebook_load, codebook_read_file
+
+    return codebook_load(data=codebook_read_file(CODEBOOK), publish=True).codebook
+
+
+def _user(django_user_model, username):
+    return django_user_model.objects.create_user(username=username, password=PASSWORD, email=f"{username}@example.org")
+
+
+@pytest.fixture
+def alice(db, django_user_model):
+    return _user(django_user_model, "alice")
+
+
+@pytest.fixture
+def bob(db, django_user_model):
+    return _user(django_user_model, "bob")
+
+
+@pytest.fixture
+def vera(db, django_user_model):
+    return _user(django_user_model, "vera")
+
+
+@pytest.fixture
+def charlie(db, django_user_model):
+    return _user(django_user_model, "charlie")
+
+
+@pytest.fixture
+def study(codebook, alice, bob, vera, charlie):
+    """Alice's study: Bob codes, Vera views, Charlie is not a member."""
+    from annotate.services import study_create
+
+    return study_create(slug="alpha", name="Alpha study", codebook=codebook, owner=alice, coders=[bob], viewers=[vera])
+
+
+@pytest.fixture
+def other_study(codebook, charlie):
+    """Charlie's own study, which Alice, Bob and Vera must never see."""
+    from annotate.services import study_create
+
+    return study_create(slug="charlies", name="Charlie's study", codebook=codebook, owner=charlie)
+
+
+@pytest.fixture
+def make_episode():
+    """Create a document with one episode in a study."""
+    from annotate.models import Document, Episode
+    from annotate.services import queue_key_for
+
+    counter = {"n": 0}
+
+    def make(
+        study, *, kind="github_issue", cluster="acme/agent", title=None, body="The agent failed.", split="primary"
+    ):
+        counter["n"] += 1
+        n = counter["n"]
+        doc = Document.objects.create(
+            study=study,
+            kind=kind,
+            external_id=f"{cluster}#{n}",
+            url=f"https://github.com/{cluster}/issues/{n}",
+            cluster=cluster,
+            title=title or f"Issue {n}",
+            body=body,
+        )
+        ep = Episode.objects.create(document=doc, study=study, split=split)
+        ep.queue_key = queue_key_for(study, ep.pk)
+        ep.save(update_fields=["queue_key"])
+        return ep
+
+    return make
+
+
+@pytest.fixture
+def codes(codebook):
+    """Look up codebook entries by code: codes.type('TUS-03'), codes.source('llm')."""
+    from taxonomy.models import AxisValue, FailureType
+
+    class Codes:
+        def type(self, code):
+            return FailureType.objects.get(codebook=codebook, code=code)
+
+        def source(self, code):
+            return AxisValue.objects.get(codebook=codebook, axis="source", code=code)
+
+        def stage(self, code):
+            return AxisValue.objects.get(codebook=codebook, axis="stage", code=code)
+
+        def capability(self, code):
+            return AxisValue.objects.get(codebook=codebook, axis="capability", code=code)
+
+    return Codes()

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from .models import Axis, Codebook
+from .selectors import TypeFilter, axis_values, failure_types, filter_types, group_by_category
+from .services import codebook_diff
+
+
+@require_GET
+def codebook_list(request: HttpRequest) -> HttpResponse:
+    codebooks = Codebook.objects.select_related("parent").order_by("name", "-created_at")
+    return render(request, "taxonomy/codebook_list.html", {"codebooks": codebooks})
+
+
+@require_GET
+def codebook_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    codebook = get_object_or_404(Codebook, pk=pk)
+    g = request.GET
+    f = TypeFilter(
+        q=g.get("q", "").strip()[:200],
+        source=g.get("source", ""),
+        stage=g.get("stage", ""),
+        capability=g.get("capability", ""),
+        category=g.get("category", ""),
+    )
+    all_types = list(failure_types(codebook))
+    shown = filter_types(all_types, f)
+    context = {
+        "codebook": codebook,
+        "filter": f,
+        "groups": group_by_category(shown),
+        "shown": len(shown),
+        "total": len(all_types),
+    }
+    if request.htmx:
+        return render(request, "taxonomy/partials/_type_list.html", context)
+    context["axes"] = axis_values(codebook)
+    context["categories"] = codebook.categories.all()
+    return render(request, "taxonomy/codebook_detail.html", context)
+
+
+@require_GET
+def type_detail(request: HttpRequest, pk: int, code: str) -> HttpResponse:
+    codebook = get_object_or_404(Codebook, pk=pk)
+    ftype = get_object_or_404(failure_types(codebook), code=code)
+    values = {(v.axis, v.code): v for values in axis_values(codebook).values() for v in values}
+    context = {
+        "codebook": codebook,
+        "type": ftype,
+        "source": values.get((Axis.SOURCE, ftype.typical_source)),
+        "stages": [values[(Axis.STAGE, c)] for c in ftype.typical_stages if (Axis.STAGE, c) in values],
+        "capabilities": [
+            values[(Axis.CAPABILITY, c)] for c in ftype.typical_capabilities if (Axis.CAPABILITY, c) in values
+        ],
+        "rules": [r for r in codebook.rules.all() if ftype.code in r.applies_to],
+    }
+    return render(request, "taxonomy/type_detail.html", context)
+
+
+@require_GET
+def codebook_diff_view(request: HttpRequest, pk: int) -> HttpResponse:
+    new = get_object_or_404(Codebook, pk=pk)
+    against = request.GET.get("against") or new.parent_id
+    old = get_object_or_404(Codebook, pk=against) if against else None
+    context = {
+        "new": new,
+        "old": old,
+        "diffs": codebook_diff(old=old, new=new) if old else [],
+        "others": Codebook.objects.exclude(pk=new.pk),
+    }
+    return render(request, "taxonomy/codebook_diff.html", context)

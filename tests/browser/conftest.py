@@ -1,0 +1,74 @@
+"""Real browser tests: Playwright drives Debian's /usr/bin/chromium against live_server."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import chromium_path, need
+
+# Playwright's sync API runs an event loop in this thread; Django's ORM calls in
+# the same test are still synchronous and safe, so allow them.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+SCREENSHOTS = Path(os.environ.get("FAULTLINE_SCREENSHOTS", Path(tempfile.gettempdir()) / "faultline-screenshots"))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    path = chromium_path()
+    need(path is not None, "needs Chromium at /usr/bin/chromium (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - requirements-dev installs it
+        need(False, "needs the playwright package")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=path,
+            headless=True,
+            args=[
+                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            ],
+        )  # fmt: skip
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def shot(page):
+    """Save a full-page screenshot for a human to look at."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
+
+
+@pytest.fixture
+def login(page, live_server):
+    from conftest import PASSWORD
+
+    def do(username: str) -> None:
+        page.goto(f"{live_server.url}/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{live_server.url}/")
+
+    return do
