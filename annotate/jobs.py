@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[int, int], None]
 
 HANDLERS: dict[str, str] = {
-    "recount": "annotate.services.job_recount",
+    "recount": "annotate.services.studies.job_recount",
 }
 
 

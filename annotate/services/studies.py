@@ -1,4 +1,4 @@
-"""Writes for studies, memberships and codings."""
+"""Writes for studies, memberships and codings (the coding save with optimistic locking)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.db.models import Count, Q
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
-from .models import Coding, Confidence, Episode, EpisodeStatus, Membership, Role, Study
+from ..models import Coding, Confidence, Episode, EpisodeStatus, Membership, Role, Study
 
 User = get_user_model()
 

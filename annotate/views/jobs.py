@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from ..access import membership_for
+from ..models import Job
+
+
+@require_GET
+def job_status(request: HttpRequest, pk: int) -> HttpResponse:
+    """A job's progress; the fragment re-polls itself with htmx until the job ends."""
+    job = get_object_or_404(Job.objects.select_related("study", "created_by"), pk=pk)
+    if job.study is not None:
+        membership_for(request.user, job.study.slug)  # 404 for non-members
+    elif job.created_by_id != request.user.pk:
+        raise Http404("No such job")
+    template = "annotate/partials/_job.html" if request.htmx else "annotate/job.html"
+    return render(request, template, {"job": job})
