@@ -53,5 +53,5 @@ def sanitise_html(html: str) -> str:
 def render_markdown(text: str | None) -> SafeString:
     """Render Markdown (with any embedded HTML) and sanitise the result."""
     if not text:
-        return mark_safe("")  # noqa: S308 - empty
+        return mark_safe("")
     return mark_safe(sanitise_html(_markdown().render(text)))  # noqa: S308 - sanitised by nh3 above
