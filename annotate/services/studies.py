@@ -126,6 +126,24 @@ def _refresh_episode_counts(episode_id: int, k: int) -> None:
     Episode.objects.filter(pk=episode_id).update(n_codings=n, status=status)
 
 
+def _suggestion_mark_used(*, suggestion, episode: Episode, values: CodingValues, user) -> None:
+    """A coding built from a suggestion marks it accepted if kept as suggested, edited if changed."""
+    from ..models import SuggestionStatus
+
+    if suggestion.episode_id != episode.pk or suggestion.error:
+        raise ValidationError({"from_suggestion": "This suggestion is not a valid suggestion for this episode."})
+    same = (
+        suggestion.not_a_failure == values.not_a_failure
+        and suggestion.failure_type_id == getattr(values.failure_type, "pk", None)
+        and suggestion.source_id == getattr(values.source, "pk", None)
+        and suggestion.stage_id == getattr(values.stage, "pk", None)
+        and suggestion.capability_id == getattr(values.capability, "pk", None)
+    )
+    suggestion.status = SuggestionStatus.ACCEPTED if same else SuggestionStatus.EDITED
+    suggestion.reviewed_by = user
+    suggestion.save(update_fields=["status", "reviewed_by", "updated_at"])
+
+
 @transaction.atomic
 def coding_save(
     *,
@@ -152,6 +170,8 @@ def coding_save(
             evidence_start=values.evidence_start,
             evidence_end=values.evidence_end,
         )
+    if from_suggestion is not None:
+        _suggestion_mark_used(suggestion=from_suggestion, episode=episode, values=values, user=coder)
     current = Coding.objects.select_for_update().filter(episode=episode, coder=coder).first()
     if current is None:
         if version:

@@ -94,3 +94,39 @@ def test_k_codings_complete_an_episode(study, alice, bob, make_episode, values):
     coding_save(episode=ep, coder=bob, values=values, version=None)
     ep.refresh_from_db()
     assert ep.n_codings == 2 and ep.status == EpisodeStatus.CODED
+
+
+def _suggestion(ep, values, **kw):
+    from annotate.models import Suggestion
+
+    return Suggestion.objects.create(
+        episode=ep, backend="local", model="tfidf", prompt_version="p1", cache_key=f"k{ep.pk}",
+        failure_type=values.failure_type, source=values.source, stage=values.stage, capability=values.capability,
+        confidence=0.8, **kw,
+    )  # fmt: skip
+
+
+def test_saving_a_suggestion_as_is_accepts_it(study, bob, make_episode, values):
+    ep = make_episode(study)
+    s = _suggestion(ep, values)
+    coding = coding_save(episode=ep, coder=bob, values=values, version=None, from_suggestion=s)
+    s.refresh_from_db()
+    assert (s.status, s.reviewed_by, coding.from_suggestion) == ("accepted", bob, s)
+
+
+def test_changing_a_suggestion_before_saving_marks_it_edited(study, bob, make_episode, values, codes):
+    ep = make_episode(study)
+    s = _suggestion(ep, values)
+    coding_save(
+        episode=ep, coder=bob, values=CodingValues(**{**values.__dict__, "stage": codes.stage("planning")}),
+        version=None, from_suggestion=s,
+    )  # fmt: skip
+    s.refresh_from_db()
+    assert s.status == "edited"
+
+
+def test_a_suggestion_for_another_episode_is_refused(study, bob, make_episode, values):
+    s = _suggestion(make_episode(study), values)
+    with pytest.raises(ValidationError):
+        coding_save(episode=make_episode(study), coder=bob, values=values, version=None, from_suggestion=s)
+    assert not Coding.objects.exists()
