@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 from collections.abc import Callable
 
 from django.db import transaction
@@ -33,10 +34,32 @@ def job_start(*, kind: str, study=None, user=None, params: dict | None = None) -
     if kind not in HANDLERS:
         raise ValueError(f"unknown job kind '{kind}'")
     job = Job.objects.create(kind=kind, study=study, created_by=user, params=params or {})
+    transaction.on_commit(lambda: job_enqueue(job_id=job.pk))
+    return job
+
+
+def job_enqueue(*, job_id: int) -> bool:
+    """Send a job to the workers. If the broker is down the Job stays pending, and
+    `jobs_requeue` (run by Celery beat) sends it again once the broker is back."""
     from .tasks import run_job
 
-    transaction.on_commit(lambda: run_job.delay(job.pk))
-    return job
+    try:
+        run_job.delay(job_id)
+    except Exception:  # kombu raises several transport-specific errors; all mean "not sent"
+        log.warning("could not enqueue job %s; it stays pending and will be re-sent", job_id, exc_info=True)
+        return False
+    return True
+
+
+def jobs_requeue(*, older_than_s: float = 60.0) -> int:
+    """Re-send pending jobs that no worker has started, e.g. after a broker outage.
+
+    Re-sending is safe: `job_run` never runs a finished job twice, and handlers
+    are idempotent (imports upsert, suggestions are unique per cache key).
+    """
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    ids = list(Job.objects.filter(status=JobStatus.PENDING, created_at__lt=cutoff).values_list("pk", flat=True))
+    return sum(job_enqueue(job_id=pk) for pk in ids)
 
 
 def job_progress_writer(job: Job, *, min_interval: float = 0.5) -> ProgressFn:

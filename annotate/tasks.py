@@ -3,7 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from .jobs import job_run
+from .jobs import job_run, jobs_requeue
 
 
 @shared_task(
@@ -16,3 +16,8 @@ from .jobs import job_run
 )
 def run_job(self, job_id: int) -> None:
     job_run(job_id=job_id)
+
+
+@shared_task
+def requeue_pending_jobs() -> int:
+    return jobs_requeue()

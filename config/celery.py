@@ -14,3 +14,8 @@ if not app.conf.broker_url:
     # Eager mode still needs a broker URL for Celery's own bookkeeping; memory:// never connects.
     app.conf.broker_url = "memory://"
 app.autodiscover_tasks()
+
+# Celery beat: re-send jobs whose enqueue was lost (broker down at the time).
+app.conf.beat_schedule = {
+    "requeue-pending-jobs": {"task": "annotate.tasks.requeue_pending_jobs", "schedule": 60.0},
+}

@@ -25,3 +25,30 @@ def test_a_finished_job_is_not_run_again(study):
     job_run(job_id=job.pk)
     job.refresh_from_db()
     assert job.attempts == 1
+
+
+def test_a_job_whose_enqueue_failed_stays_pending_and_is_requeued(
+    study, monkeypatch, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate import jobs, tasks
+
+    calls = []
+
+    def broker_down(job_id):
+        raise ConnectionRefusedError("broker down")
+
+    monkeypatch.setattr(tasks.run_job, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = jobs.job_start(kind="recount", study=study)
+    job.refresh_from_db()
+    assert job.status == "pending"
+
+    monkeypatch.setattr(tasks.run_job, "delay", lambda job_id: calls.append(job_id))
+    assert jobs.jobs_requeue() == 0  # too fresh to be considered lost
+    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    assert jobs.jobs_requeue() == 1
+    assert calls == [job.pk]
