@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import F
