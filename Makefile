@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # production sets SECRET_KEY and leaves FAULTLINE_DEV unset.
 export FAULTLINE_DEV ?= 1
 
-.PHONY: run test lint serve setup
+.PHONY: run test lint serve setup backup
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,3 +33,12 @@ test: $(VENV)/.dev
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# Production: gunicorn, a Celery worker and Celery beat against PostgreSQL and Redis,
+# configured by the environment (SECRET_KEY, DATABASE_URL, CELERY_BROKER_URL, ...).
+serve: $(VENV)/.runtime
+	FAULTLINE_DEV= PY=$(PY) deploy/serve.sh
+
+# A verifiable backup: dumpdata, pg_dump on PostgreSQL, and a manifest (see docs/deploy.md).
+backup: $(VENV)/.runtime
+	$(PY) manage.py backup $(if $(OUT),--out $(OUT),)
