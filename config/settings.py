@@ -131,7 +131,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
+    "config.auth.AxesBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
@@ -226,9 +226,11 @@ FAULTLINE_LEASE_MINUTES = envint("FAULTLINE_LEASE_MINUTES", 30)
 FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 20000)
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers an unauthenticated request with the first class's
+    # WWW-Authenticate header, which turns "not logged in" into 401 instead of 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "api.authentication.HashedTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "api.pagination.IdCursorPagination",
@@ -237,7 +239,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "api.throttling.TokenRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": os.environ.get("FAULTLINE_THROTTLE_ANON", "60/min"),
