@@ -26,6 +26,9 @@ ProgressFn = Callable[[int, int], None]
 
 HANDLERS: dict[str, str] = {
     "recount": "annotate.services.studies.job_recount",
+    "suggest": "annotate.services.suggestions.job_suggest",
+    "retrain": "annotate.services.suggestions.job_retrain",
+    "import": "annotate.services.imports.job_import",
 }
 
 

@@ -1,0 +1,294 @@
+"""Writes for imports: idempotent, batched upserts of parsed records into a study.
+
+A record is keyed on (study, kind, external_id). `Document.content_hash` (sha256 of
+what we store) tells "unchanged" from "updated" without reading bodies back, so a
+no-change re-import costs one indexed SELECT per batch and no writes. New documents
+get one Episode each; an updated document keeps its episodes and their codings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from ..importers import EXTENSIONS, ImportFileError, Record, Skip, iter_file
+from ..models import Document, Episode, Job, Study
+from .studies import queue_key_for
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]
+BATCH_SIZE = 1000
+UPDATE_FIELDS = ["url", "cluster", "title", "body", "labels", "meta", "raw", "content_hash", "updated_at"]
+UPLOAD_DIR = "imports"
+
+__all__ = [
+    "ImportFileError",
+    "ImportResult",
+    "import_file",
+    "import_records",
+    "import_upload_start",
+    "job_import",
+    "record_hash",
+]
+
+
+@dataclass
+class ImportResult:
+    """What an import did. `skip_reasons` counts skipped items by reason."""
+
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    skip_reasons: Counter = field(default_factory=Counter)
+    # Set when a live import had to stop early (what was imported before is kept).
+    stopped: str = ""
+
+    @property
+    def seen(self) -> int:
+        return self.created + self.updated + self.unchanged + self.skipped
+
+    def skip(self, reason: str) -> None:
+        self.skipped += 1
+        self.skip_reasons[reason] += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "skip_reasons": dict(self.skip_reasons),
+        }
+        if self.stopped:
+            data["stopped"] = self.stopped
+        return data
+
+    def summary(self) -> str:
+        text = f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged, {self.skipped} skipped"
+        if self.skip_reasons:
+            text += " (" + ", ".join(f"{n} {reason}" for reason, n in sorted(self.skip_reasons.items())) + ")"
+        return text
+
+
+def _labels_field(labels: list[str]) -> str:
+    # Stored as ",a,b," so `labels__icontains=",a,"` matches whole labels only.
+    names = [name.replace(",", " ") for name in labels]
+    return ("," + ",".join(names) + ",")[:2000] if names else ""
+
+
+# Provenance, not content: the same record read from .bib and then .csv is "unchanged".
+HASH_IGNORED_META = frozenset({"format", "entry_type"})
+
+
+def record_hash(record: Record) -> str:
+    """sha256 of a record's content: url, cluster, title, body, labels and meta.
+
+    `raw` is left out: for GitHub, meta carries `updated_at`, which moves on any change.
+    """
+    meta = {k: v for k, v in record.meta.items() if k not in HASH_IGNORED_META}
+    payload = json.dumps(
+        [record.url, record.cluster, record.title, record.body, record.labels, meta],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _write_batch(*, study: Study, batch: list[Record], result: ImportResult) -> None:
+    """Upsert one batch: one SELECT, then bulk INSERT/UPDATE only for what changed."""
+    kinds = {r.kind for r in batch}
+    existing: dict[tuple[str, str], tuple[int, str]] = {}
+    for kind in kinds:
+        ids = [r.external_id for r in batch if r.kind == kind]
+        rows = Document.objects.filter(study=study, kind=kind, external_id__in=ids).values_list(
+            "pk", "external_id", "content_hash"
+        )
+        existing.update({(kind, ext): (pk, digest) for pk, ext, digest in rows})
+    now = timezone.now()
+    new: list[Document] = []
+    changed: list[Document] = []
+    for record in batch:
+        digest = record_hash(record)
+        found = existing.get((record.kind, record.external_id))
+        if found is not None and found[1] == digest:
+            result.unchanged += 1
+            continue
+        doc = Document(
+            study=study,
+            kind=record.kind,
+            external_id=record.external_id,
+            url=record.url,
+            cluster=record.cluster,
+            title=record.title,
+            body=record.body,
+            labels=_labels_field(record.labels),
+            meta=record.meta,
+            raw=record.raw,
+            content_hash=digest,
+            imported_at=now,
+            updated_at=now,
+        )
+        if found is None:
+            new.append(doc)
+        else:
+            doc.pk = found[0]
+            changed.append(doc)
+    if new:
+        Document.objects.bulk_create(new)
+        episodes = Episode.objects.bulk_create([Episode(document_id=d.pk, study=study, order=0) for d in new])
+        for episode in episodes:
+            episode.queue_key = queue_key_for(study, episode.pk)
+        Episode.objects.bulk_update(episodes, ["queue_key"])
+        result.created += len(new)
+    if changed:
+        Document.objects.bulk_update(changed, UPDATE_FIELDS, batch_size=250)
+        result.updated += len(changed)
+
+
+def import_records(
+    *,
+    study: Study,
+    records: Iterable[Record | Skip],
+    progress: Callable[[ImportResult], None] | None = None,
+    result: ImportResult | None = None,
+    seen: set[tuple[str, str]] | None = None,
+    batch_size: int = BATCH_SIZE,
+) -> ImportResult:
+    """Upsert records in batches (the caller owns the transaction).
+
+    A record whose (kind, external_id) already appeared in this import is skipped
+    as a duplicate, so a file that repeats an issue cannot flip it back and forth.
+    """
+    result = result if result is not None else ImportResult()
+    seen = seen if seen is not None else set()
+    iterator = iter(records)
+    while True:
+        chunk = list(islice(iterator, batch_size))
+        if not chunk:
+            break
+        batch = []
+        for item in chunk:
+            if isinstance(item, Skip):
+                result.skip(item.reason)
+                continue
+            key = (item.kind, item.external_id)
+            if key in seen:
+                result.skip("duplicate in this import")
+                continue
+            seen.add(key)
+            batch.append(item)
+        if batch:
+            _write_batch(study=study, batch=batch, result=result)
+        if progress is not None:
+            progress(result)
+    return result
+
+
+def import_file(
+    *, study: Study, path: str | Path, include_prs: bool = False, progress: ProgressFn | None = None
+) -> ImportResult:
+    """Import a GitHub-issues (.json/.jsonl) or literature (.bib/.ris/.csv) file into `study`.
+
+    The format is chosen by extension, else by content. The whole file is one
+    transaction: any malformed record raises ImportFileError and writes nothing.
+    `progress(done, total)` counts records; `total` is estimated from the share
+    of the file read so far, and is exact at the end.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ImportFileError(f"no such file: {path}")
+    size = max(path.stat().st_size, 1)
+    read = [0]
+
+    def on_batch(result: ImportResult) -> None:
+        if progress is not None and read[0]:
+            done = result.seen
+            progress(done, max(done, round(done * size / read[0])))
+
+    def on_read(chars: int) -> None:
+        read[0] = chars
+
+    with transaction.atomic():
+        records = iter_file(path, include_prs=include_prs, on_read=on_read if progress else None)
+        result = import_records(study=study, records=records, progress=on_batch)
+    if progress is not None:
+        progress(result.seen, result.seen)
+    return result
+
+
+def upload_max_bytes() -> int:
+    return settings.FAULTLINE_MAX_UPLOAD_MB * 1024 * 1024
+
+
+def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool = False) -> Job:
+    """Validate an uploaded file, store it under MEDIA_ROOT and start an "import" Job.
+
+    Raises ValidationError({"file": ...}) for a missing, empty, oversized or
+    unsupported file. The job deletes the stored file when it finishes.
+    """
+    from ..jobs import job_start
+
+    if uploaded_file is None:
+        raise ValidationError({"file": "Choose a file to import."})
+    name = Path(uploaded_file.name or "").name
+    ext = Path(name).suffix.lower()
+    if ext not in EXTENSIONS:
+        raise ValidationError(
+            {"file": f"'{name}' is not a supported file: use .json or .jsonl (GitHub issues), .bib, .ris or .csv."}
+        )
+    if uploaded_file.size > upload_max_bytes():
+        raise ValidationError(
+            {
+                "file": f"'{name}' is {uploaded_file.size / 1048576:.1f} MB; "
+                f"uploads are limited to {settings.FAULTLINE_MAX_UPLOAD_MB} MB (FAULTLINE_MAX_UPLOAD_MB)."
+            }
+        )
+    if uploaded_file.size == 0:
+        raise ValidationError({"file": f"'{name}' is empty."})
+    directory = Path(settings.MEDIA_ROOT) / UPLOAD_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    # Our own name, never the client's: no path tricks, no collisions.
+    stored = directory / f"{uuid.uuid4().hex}{ext}"
+    with stored.open("wb") as out:
+        for chunk in uploaded_file.chunks():
+            out.write(chunk)
+    params = {"path": f"{UPLOAD_DIR}/{stored.name}", "filename": name[:200], "include_prs": bool(include_prs)}
+    try:
+        return job_start(kind="import", study=study, user=user, params=params)
+    except Exception:
+        stored.unlink(missing_ok=True)
+        raise
+
+
+def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
+    """Job handler: import the uploaded file named in job.params, then delete it."""
+    media = Path(settings.MEDIA_ROOT).resolve()
+    path = (media / job.params["path"]).resolve()
+    if media not in path.parents:
+        raise ImportFileError("the stored upload is outside MEDIA_ROOT")
+    try:
+        result = import_file(
+            study=job.study, path=path, include_prs=job.params.get("include_prs", False), progress=progress
+        )
+    except ImportFileError as exc:
+        raise ImportFileError(f"{job.params.get('filename', path.name)}: {exc}") from None
+    finally:
+        path.unlink(missing_ok=True)
+    return {"file": job.params.get("filename", ""), **result.as_dict()}
