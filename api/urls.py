@@ -4,10 +4,22 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from .views import codebooks, jobs, studies
+
 router = DefaultRouter()
+router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")
+router.register("studies", studies.StudyViewSet, basename="study")
 
 # Plain paths under /api/v1/ (for endpoints that are not viewsets).
-v1_paths = []
+v1_paths = [
+    path("studies/<slug:slug>/documents/", studies.DocumentList.as_view(), name="api-documents"),
+    path("studies/<slug:slug>/episodes/", studies.EpisodeList.as_view(), name="api-episodes"),
+    path("studies/<slug:slug>/codings/", studies.CodingList.as_view(), name="api-codings"),
+    path("studies/<slug:slug>/import/", jobs.ImportStart.as_view(), name="api-import"),
+    path("studies/<slug:slug>/suggest/", jobs.SuggestStart.as_view(), name="api-suggest"),
+    path("studies/<slug:slug>/analysis/", jobs.AnalysisStart.as_view(), name="api-analysis"),
+    path("jobs/<int:pk>/", jobs.JobDetail.as_view(), name="api-job"),
+]
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,0 +1,159 @@
+"""Filters shared by the list endpoints and the exports (django-filter).
+
+Every filter is relative to an Episode. Documents and codings reuse the same
+definitions, so `?failure_type=TUS-03&coder=7` means the same thing on
+documents/, episodes/, codings/ and export/. Codes are validated against the
+study's codebook: an unknown code is a 400 with a field error, not an empty
+(and silently wrong) dataset.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+
+from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split
+from taxonomy.models import Axis, AxisValue, FailureType
+
+User = get_user_model()
+
+
+def _study(request):
+    return getattr(request, "study", None) if request is not None else None
+
+
+def _types(request) -> QuerySet[FailureType]:
+    study = _study(request)
+    return FailureType.objects.filter(codebook_id=study.codebook_id) if study else FailureType.objects.none()
+
+
+def _axis(axis: str):
+    def values(request) -> QuerySet[AxisValue]:
+        study = _study(request)
+        if study is None:
+            return AxisValue.objects.none()
+        return AxisValue.objects.filter(codebook_id=study.codebook_id, axis=axis)
+
+    return values
+
+
+def _coders(request):
+    study = _study(request)
+    if study is None:
+        return User.objects.none()
+    return User.objects.filter(Q(memberships__study=study) | Q(codings__episode__study=study)).distinct()
+
+
+CODE_HELP = "Episodes with a coding or an adjudication that uses this {what} (a code of the study's codebook)."
+
+
+class EpisodeFilter(filters.FilterSet):
+    kind = filters.ChoiceFilter(
+        field_name="document__kind", choices=DocumentKind.choices, help_text="The document kind."
+    )
+    cluster = filters.CharFilter(
+        field_name="document__cluster",
+        help_text="The resampling cluster: repository owner/name, citation key or DOI, or incident service.",
+    )
+    split = filters.ChoiceFilter(choices=Split.choices, help_text="Primary or hold-out episodes.")
+    coded = filters.BooleanFilter(
+        method="filter_coded", help_text="true: episodes with at least one coding; false: episodes with none."
+    )
+    failure_type = filters.ModelChoiceFilter(
+        queryset=_types, to_field_name="code", method="filter_code", help_text=CODE_HELP.format(what="failure type")
+    )
+    source = filters.ModelChoiceFilter(
+        queryset=_axis(Axis.SOURCE),
+        to_field_name="code",
+        method="filter_code",
+        help_text=CODE_HELP.format(what="responsibility source"),
+    )
+    stage = filters.ModelChoiceFilter(
+        queryset=_axis(Axis.STAGE),
+        to_field_name="code",
+        method="filter_code",
+        help_text=CODE_HELP.format(what="workflow stage"),
+    )
+    capability = filters.ModelChoiceFilter(
+        queryset=_axis(Axis.CAPABILITY),
+        to_field_name="code",
+        method="filter_code",
+        help_text=CODE_HELP.format(what="agent capability"),
+    )
+    coder = filters.ModelChoiceFilter(
+        queryset=_coders, method="filter_coder", help_text="Episodes coded by this user (a user id)."
+    )
+    updated_since = filters.IsoDateTimeFilter(
+        method="filter_updated_since",
+        help_text="Episodes created, or whose document or codings changed, at or after this ISO 8601 time.",
+    )
+
+    class Meta:
+        model = Episode
+        fields = ["kind", "cluster", "split", "coded", "failure_type", "source", "stage", "capability", "coder"]
+
+    def filter_coded(self, queryset, name, value):
+        return queryset.filter(n_codings__gt=0) if value else queryset.filter(n_codings=0)
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def filter_code(self, queryset, name, value):
+        field = f"{name}_id"
+        codings = Coding.objects.filter(episode=OuterRef("pk"), **{field: value.pk})
+        adjudications = Adjudication.objects.filter(episode=OuterRef("pk"), **{field: value.pk})
+        return queryset.filter(Exists(codings) | Exists(adjudications))
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def filter_coder(self, queryset, name, value):
+        return queryset.filter(Exists(Coding.objects.filter(episode=OuterRef("pk"), coder_id=value.pk)))
+
+    def filter_updated_since(self, queryset, name, value):
+        changed = Coding.objects.filter(episode=OuterRef("pk"), updated_at__gte=value)
+        return queryset.filter(Q(created_at__gte=value) | Q(document__updated_at__gte=value) | Exists(changed))
+
+
+class DocumentFilter(EpisodeFilter):
+    """The episode filters, applied to documents: a document matches if one of its episodes does."""
+
+    class Meta:
+        model = Document
+        fields: list[str] = []
+
+    def filter_queryset(self, queryset):
+        if not any(self.form.cleaned_data.get(name) not in (None, "") for name in self.filters):
+            return queryset
+        episodes = EpisodeFilter.filter_queryset(self, Episode.objects.all())
+        return queryset.filter(Exists(episodes.filter(document=OuterRef("pk"))))
+
+
+class CodingFilter(filters.FilterSet):
+    """Codings by their own codes and coder, and by their episode's document and split."""
+
+    episode = filters.NumberFilter(field_name="episode_id", help_text="Codings of this episode (an episode id).")
+    kind = filters.ChoiceFilter(
+        field_name="episode__document__kind", choices=DocumentKind.choices, help_text="The document kind."
+    )
+    cluster = filters.CharFilter(field_name="episode__document__cluster", help_text="The document's cluster.")
+    split = filters.ChoiceFilter(field_name="episode__split", choices=Split.choices, help_text="The episode's split.")
+    failure_type = filters.ModelChoiceFilter(
+        queryset=_types, to_field_name="code", help_text="Codings with this failure type (a code)."
+    )
+    source = filters.ModelChoiceFilter(
+        queryset=_axis(Axis.SOURCE), to_field_name="code", help_text="Codings with this source (a code)."
+    )
+    stage = filters.ModelChoiceFilter(
+        queryset=_axis(Axis.STAGE), to_field_name="code", help_text="Codings with this stage (a code)."
+    )
+    capability = filters.ModelChoiceFilter(
+        queryset=_axis(Axis.CAPABILITY), to_field_name="code", help_text="Codings with this capability (a code)."
+    )
+    coder = filters.ModelChoiceFilter(queryset=_coders, help_text="Codings by this user (a user id).")
+    updated_since = filters.IsoDateTimeFilter(
+        field_name="updated_at", lookup_expr="gte", help_text="Codings changed at or after this ISO 8601 time."
+    )
+
+    class Meta:
+        model = Coding
+        fields = ["episode", "kind", "cluster", "split", "failure_type", "source", "stage", "capability", "coder"]

@@ -1,0 +1,80 @@
+"""Reads behind the API's list and detail endpoints, with their joins applied.
+
+Every study-scoped queryset starts from the study the permission class
+resolved, so no list can reach another study's rows.
+"""
+
+from __future__ import annotations
+
+from django.db.models import F, Prefetch, Q, QuerySet
+
+from annotate.models import (
+    Artifact,
+    Coding,
+    Document,
+    DocumentKind,
+    Episode,
+    Job,
+    Membership,
+    Role,
+    Study,
+    TriageEvent,
+)
+from taxonomy.models import Codebook, FailureType
+
+
+def codebooks() -> QuerySet[Codebook]:
+    return Codebook.objects.all()
+
+
+def codebook_types(codebook: Codebook) -> QuerySet[FailureType]:
+    return FailureType.objects.filter(codebook=codebook).select_related("category")
+
+
+def studies_for(user) -> QuerySet[Study]:
+    """The user's studies, each annotated with the user's role as `my_role`."""
+    return (
+        Study.objects.filter(memberships__user=user).annotate(my_role=F("memberships__role")).select_related("codebook")
+    )
+
+
+def documents(study: Study) -> QuerySet[Document]:
+    return Document.objects.filter(study=study).select_related("assignee")
+
+
+def episodes(study: Study) -> QuerySet[Episode]:
+    return Episode.objects.filter(study=study).select_related("document")
+
+
+def codings_visible(membership: Membership) -> QuerySet[Coding]:
+    """A study's codings as this member may see them.
+
+    In a blind study a coder who does not adjudicate sees only their own
+    codings, as in the coding workspace; owners, adjudicators and viewers see all.
+    """
+    qs = Coding.objects.filter(episode__study_id=membership.study_id).select_related(
+        "coder", "failure_type", "source", "stage", "capability"
+    )
+    if membership.study.blind and membership.role == Role.CODER and not membership.adjudicator:
+        qs = qs.filter(coder_id=membership.user_id)
+    return qs
+
+
+def jobs_visible(user) -> QuerySet[Job]:
+    """Jobs of the user's studies, and the user's own jobs without a study."""
+    return Job.objects.filter(Q(study__memberships__user=user) | Q(study__isnull=True, created_by=user)).select_related(
+        "study"
+    )
+
+
+def incidents_for(user) -> QuerySet[Document]:
+    """Incident documents of the user's studies, with their study and assignee."""
+    return (
+        Document.objects.filter(kind=DocumentKind.INCIDENT, study__memberships__user=user)
+        .select_related("study", "assignee")
+        .prefetch_related(
+            Prefetch("artifacts", queryset=Artifact.objects.order_by("id")),
+            Prefetch("triage_events", queryset=TriageEvent.objects.select_related("actor", "assignee")),
+            Prefetch("episodes", queryset=Episode.objects.order_by("order")),
+        )
+    )

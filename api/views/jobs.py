@@ -1,0 +1,151 @@
+"""Jobs: their status, and the endpoints that start long work (imports, suggestions, analysis)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotate.jobs import job_start
+from annotate.models import SuggestionBackend
+
+from .. import selectors
+from ..permissions import StudyMember
+from ..serializers.core import JobSerializer
+
+
+@extend_schema(
+    summary="A job",
+    description="A job's status and progress; poll it until `finished`. Jobs of other studies are 404.",
+)
+class JobDetail(generics.RetrieveAPIView):
+    serializer_class = JobSerializer
+    filter_backends: list = []
+
+    def get_queryset(self):
+        return selectors.jobs_visible(self.request.user)
+
+
+def _job_response(job) -> Response:
+    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
+    return serializers.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages})
+
+
+class ImportRequestSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        help_text="A GitHub issues JSON array (.json), or literature as .bib, .ris or .csv; chosen by extension."
+    )
+
+    def validate_file(self, value):
+        limit = settings.FAULTLINE_MAX_UPLOAD_MB * 1024 * 1024
+        if value.size > limit:
+            raise serializers.ValidationError(f"The file is larger than {settings.FAULTLINE_MAX_UPLOAD_MB} MB.")
+        return value
+
+
+class ImportStart(APIView):
+    permission_classes = [StudyMember]
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        summary="Import a file",
+        description="Upload a file to import into the study. The import runs as a job; poll jobs/{id}/.",
+        request={"multipart/form-data": ImportRequestSerializer},
+        responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        from annotate.services.imports import import_upload_start
+
+        serializer = ImportRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            job = import_upload_start(
+                study=request.study, user=request.user, uploaded_file=serializer.validated_data["file"]
+            )
+        except DjangoValidationError as exc:
+            raise _as_drf_error(exc) from exc
+        return _job_response(job)
+
+
+class SuggestRequestSerializer(serializers.Serializer):
+    backend = serializers.ChoiceField(
+        choices=SuggestionBackend.choices,
+        required=False,
+        allow_null=True,
+        help_text="local or openai; omitted, the configured default (openai when a key is set).",
+    )
+    episode_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        allow_null=True,
+        max_length=10000,
+        help_text="Only these episodes (ids in this study); omitted, the uncoded episodes.",
+    )
+    limit = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=100000, help_text="At most this many episodes."
+    )
+
+    def validate_episode_ids(self, value):
+        if not value:
+            return value
+        study = self.context["study"]
+        found = set(study.episodes.filter(pk__in=value).values_list("pk", flat=True))
+        missing = sorted(set(value) - found)
+        if missing:
+            raise serializers.ValidationError(f"Not episodes of this study: {missing[:20]}.")
+        return value
+
+
+class SuggestStart(APIView):
+    permission_classes = [StudyMember]
+
+    @extend_schema(
+        summary="Start a suggestion batch",
+        description="Machine suggestions for episodes, as a job. Suggestions never become codings on their own.",
+        request=SuggestRequestSerializer,
+        responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        from annotate.services.suggestions import suggestion_batch_start
+
+        serializer = SuggestRequestSerializer(data=request.data, context={"study": request.study})
+        serializer.is_valid(raise_exception=True)
+        try:
+            job = suggestion_batch_start(study=request.study, user=request.user, **serializer.validated_data)
+        except DjangoValidationError as exc:
+            raise _as_drf_error(exc) from exc
+        return _job_response(job)
+
+
+class AnalysisRequestSerializer(serializers.Serializer):
+    bootstrap = serializers.IntegerField(
+        default=1000, min_value=1, max_value=100000, help_text="Cluster-bootstrap replicates (B)."
+    )
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=2**32 - 1, help_text="Random seed.")
+
+
+class AnalysisStart(APIView):
+    permission_classes = [StudyMember]
+
+    @extend_schema(
+        summary="Start a bootstrap analysis",
+        description=(
+            "Stage x capability matrices with cluster-bootstrap confidence intervals, computed as a job "
+            "(coders and owners; viewers read the results)."
+        ),
+        request=AnalysisRequestSerializer,
+        responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        serializer = AnalysisRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        job = job_start(kind="bootstrap", study=request.study, user=request.user, params=serializer.validated_data)
+        return _job_response(job)
