@@ -63,6 +63,15 @@ def require_redis():
     need(redis_reachable(), "needs Redis as the Celery broker (set CELERY_BROKER_URL=redis://...)")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """API throttle counters live in the cache: each test starts with an empty one, so the suite's
+    many anonymous 401 checks never add up to a 429 in an unrelated test."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def codebook(db):
     from taxonomy.services import codebook_load, codebook_read_file
