@@ -1,0 +1,408 @@
+"""Writes for code suggestions: batches (as Jobs), storing validated answers, rejecting, retraining.
+
+A Suggestion is machine output and never a Coding. Accepting or editing one
+happens through `coding_save(from_suggestion=...)`, which marks it accepted
+(codes kept) or edited (codes changed); only rejection lives here.
+
+Every stored answer is keyed by `cache_key` = sha256(model, prompt_version,
+sha256(episode text)), unique per episode: the same request is never sent
+twice, and a retried batch updates its failed rows instead of adding rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Exists, OuterRef, QuerySet
+
+from taxonomy.models import AxisValue, FailureType
+
+from ..jobs import job_start
+from ..labels import final_labels
+from ..models import (
+    Episode,
+    Job,
+    LocalModel,
+    Study,
+    Suggestion,
+    SuggestionBackend,
+    SuggestionStatus,
+)
+from ..suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text
+
+log = logging.getLogger(__name__)
+
+# Local scoring is vectorised, so big chunks; LLM answers are stored every few
+# requests so a crash mid-batch loses (and re-pays for) little.
+CHUNK = {SuggestionBackend.LOCAL: 500, SuggestionBackend.OPENAI: 16}
+
+
+def default_backend() -> str:
+    """The LLM when a key is configured, else the local model."""
+    return SuggestionBackend.OPENAI if settings.OPENAI_API_KEY else SuggestionBackend.LOCAL
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in SuggestionBackend.values:
+        raise ValidationError({"backend": f"unknown backend '{backend}' (choose local or openai)"})
+    if backend == SuggestionBackend.OPENAI and not settings.OPENAI_API_KEY:
+        raise ValidationError({"backend": "the openai backend needs OPENAI_API_KEY to be set"})
+
+
+def suggestion_batch_start(
+    *,
+    study: Study,
+    user,
+    backend: str | None = None,
+    episode_ids: list[int] | None = None,
+    limit: int | None = None,
+) -> Job:
+    """Start a "suggest" Job for the study's episodes that have no suggestion from this backend yet."""
+    backend = backend or default_backend()
+    _check_backend(backend)
+    if limit is not None and limit < 1:
+        raise ValidationError({"limit": "limit must be a positive number"})
+    params: dict[str, Any] = {"backend": backend}
+    if episode_ids is not None:
+        params["episode_ids"] = [int(e) for e in episode_ids]
+    if limit is not None:
+        params["limit"] = int(limit)
+    return job_start(kind="suggest", study=study, user=user, params=params)
+
+
+def local_retrain_start(*, study: Study, user) -> Job:
+    """Start a "retrain" Job for the study's local model."""
+    return job_start(kind="retrain", study=study, user=user, params={})
+
+
+# --- suggesters --------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _load_local_model(pk: int):
+    from ..suggest_local import model_loads
+
+    blob = LocalModel.objects.values_list("blob", flat=True).get(pk=pk)
+    model = model_loads(blob)
+    model.model_id = pk
+    return model
+
+
+def local_model_current(study: Study):
+    """The study's newest trained local model (unpickled, cached per process), or None."""
+    pk = LocalModel.objects.filter(study=study).values_list("pk", flat=True).first()
+    return _load_local_model(pk) if pk else None
+
+
+def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = None):
+    """The configured suggester of `backend` for the study's codebook."""
+    spec = spec or codebook_spec(study.codebook)
+    if backend == SuggestionBackend.OPENAI:
+        from ..llm import LLMSuggester
+
+        return LLMSuggester(spec, study_id=study.pk)
+    from ..suggest_local import LocalSuggester
+
+    return LocalSuggester(spec, local_model_current(study))
+
+
+# --- storing answers ---------------------------------------------------------------------------
+
+
+class _CodeMap:
+    """Codes of one codebook to rows, loaded once per batch."""
+
+    def __init__(self, codebook_id: int):
+        self.types = {t.code: t for t in FailureType.objects.filter(codebook_id=codebook_id)}
+        self.axes = {a: {} for a in AXES}
+        for v in AxisValue.objects.filter(codebook_id=codebook_id):
+            self.axes[v.axis][v.code] = v
+
+    def unknown(self, answer: Answer) -> list[str]:
+        bad = []
+        for c in answer.candidates:
+            if c.failure_type not in self.types:
+                bad.append(f"failure_type '{c.failure_type}'")
+            for axis in AXES:
+                if getattr(c, axis) not in self.axes[axis]:
+                    bad.append(f"{axis} '{getattr(c, axis)}'")
+        return bad
+
+
+def _apply_answer(row: Suggestion, answer: Answer, codes: _CodeMap) -> None:
+    # Defence in depth: the suggesters validate codes already, but nothing outside
+    # the codebook may ever reach a stored suggestion.
+    unknown = codes.unknown(answer) if not answer.error else []
+    error = answer.error or (f"codes outside the codebook: {', '.join(unknown)}" if unknown else "")
+    row.error = error
+    row.input_tokens = (row.input_tokens or 0) + answer.input_tokens
+    row.output_tokens = (row.output_tokens or 0) + answer.output_tokens
+    row.cost = Decimal(row.cost or 0) + Decimal(str(round(answer.cost, 6)))
+    row.evidence_flagged = answer.evidence_flagged and not error
+    top = answer.top if not error else None
+    row.not_a_failure = answer.not_a_failure and not error
+    row.candidates = [c.as_dict() for c in answer.candidates] if not error else []
+    row.status = SuggestionStatus.FAILED if error else SuggestionStatus.PENDING
+    use_top = top is not None and not row.not_a_failure
+    row.failure_type = codes.types[top.failure_type] if use_top else None
+    for axis in AXES:
+        setattr(row, axis, codes.axes[axis][getattr(top, axis)] if use_top else None)
+    row.confidence = top.confidence if top is not None else None
+    row.rationale = top.rationale if top is not None else "; ".join(answer.notes)
+    row.evidence = top.evidence if top is not None else ""
+
+
+def _store(
+    *,
+    items: list[tuple[Episode, str, Answer]],
+    suggester,
+    codes: _CodeMap,
+    existing: dict[tuple[int, str], Suggestion],
+    job: Job | None,
+) -> list[Suggestion]:
+    """Write answers: new rows in bulk, failed rows of an earlier run updated in place."""
+    new, stale = [], []
+    for episode, key, answer in items:
+        row = existing.get((episode.pk, key))
+        if row is None:
+            row = Suggestion(
+                episode=episode,
+                backend=suggester.backend,
+                model=suggester.model,
+                prompt_version=suggester.prompt_version,
+                cache_key=key,
+                job=job,
+            )
+            new.append(row)
+        else:
+            row.job = job
+            stale.append(row)
+        _apply_answer(row, answer, codes)
+    with transaction.atomic():
+        # A concurrent run of the same batch may have written a row first: the unique
+        # (episode, cache_key) constraint keeps the first, and nothing is duplicated.
+        Suggestion.objects.bulk_create(new, ignore_conflicts=True)
+        if stale:
+            Suggestion.objects.bulk_update(
+                stale,
+                [
+                    "error",
+                    "input_tokens",
+                    "output_tokens",
+                    "cost",
+                    "evidence_flagged",
+                    "not_a_failure",
+                    "candidates",
+                    "status",
+                    "failure_type",
+                    "source",
+                    "stage",
+                    "capability",
+                    "confidence",
+                    "rationale",
+                    "evidence",
+                    "job",
+                ],
+            )
+    return new + stale
+
+
+def episodes_to_suggest(
+    *, study: Study, backend: str, model: str, prompt_version: str, episode_ids: Iterable[int] | None = None
+) -> QuerySet[Episode]:
+    """The study's episodes without a usable (non-error) suggestion from this backend, model and prompt."""
+    done = Suggestion.objects.filter(
+        episode=OuterRef("pk"), backend=backend, model=model, prompt_version=prompt_version, error=""
+    )
+    qs = Episode.objects.filter(study=study).exclude(Exists(done))
+    if episode_ids is not None:
+        qs = qs.filter(pk__in=list(episode_ids))
+    return qs.select_related("document").order_by("id")
+
+
+def _answer_chunk(suggester, texts: list[str], ids: list[int], tick: Callable[[], None]) -> list[tuple[int, Answer]]:
+    """(position, answer) for each text; the LLM reports answers as they arrive, in any order."""
+    if suggester.backend == SuggestionBackend.LOCAL:
+        return list(enumerate(suggester.suggest_texts(texts, ids)))
+    out: list[tuple[int, Answer]] = []
+
+    def on_answer(j: int, answer: Answer) -> None:
+        out.append((j, answer))
+        tick()
+
+    suggester.suggest_many(texts, on_answer)
+    return out
+
+
+def suggestions_make(
+    *,
+    study: Study,
+    backend: str,
+    episode_ids: Iterable[int] | None = None,
+    limit: int | None = None,
+    job: Job | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    suggester=None,
+) -> dict[str, Any]:
+    """Suggest codes for the study's episodes that lack them; returns counts for the Job result.
+
+    It writes Suggestion rows and nothing else (the audit checks that). With the
+    local backend it first retrains the study's model when enough new labels exist.
+    """
+    if suggester is None:
+        _check_backend(backend)
+    trained = None
+    if backend == SuggestionBackend.LOCAL and suggester is None:
+        trained = local_model_refresh(study=study, job=job)
+    suggester = suggester or suggester_for(study=study, backend=backend)
+    qs = episodes_to_suggest(
+        study=study,
+        backend=suggester.backend,
+        model=suggester.model,
+        prompt_version=suggester.prompt_version,
+        episode_ids=episode_ids,
+    )
+    episodes = list(qs[:limit] if limit else qs)
+    total = len(episodes)
+    progress = progress or (lambda done, total: None)
+    progress(0, total)
+    codes = _CodeMap(study.codebook_id)
+    counts = {"episodes": total, "suggested": 0, "errors": 0, "flagged": 0, "input_tokens": 0, "output_tokens": 0}
+    cost = Decimal(0)
+    state = {"done": 0}
+
+    def tick() -> None:
+        state["done"] += 1
+        progress(state["done"], total)
+
+    size = CHUNK[suggester.backend]
+    for start in range(0, total, size):
+        chunk = episodes[start : start + size]
+        texts = [episode_text(e) for e in chunk]
+        keys = [cache_key(suggester.model, suggester.prompt_version, t) for t in texts]
+        existing = {
+            (s.episode_id, s.cache_key): s for s in Suggestion.objects.filter(episode__in=chunk, cache_key__in=keys)
+        }
+        cached = {k for k, s in existing.items() if not s.error}
+        todo = [i for i, e in enumerate(chunk) if (e.pk, keys[i]) not in cached]
+        pairs = _answer_chunk(suggester, [texts[i] for i in todo], [chunk[i].pk for i in todo], tick)
+        results = [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs]
+        for row in _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job):
+            counts["errors" if row.error else "suggested"] += 1
+            counts["flagged"] += int(row.evidence_flagged)
+        for _, _, answer in results:
+            counts["input_tokens"] += answer.input_tokens
+            counts["output_tokens"] += answer.output_tokens
+            cost += Decimal(str(round(answer.cost, 6)))
+        state["done"] = start + len(chunk)
+        progress(state["done"], total)
+    counts.update(
+        {
+            "backend": suggester.backend,
+            "model": suggester.model,
+            "cost": float(cost),
+            "trained_on": trained.n_train if trained is not None else None,
+        }
+    )
+    return counts
+
+
+@transaction.atomic
+def suggestion_reject(*, suggestion: Suggestion, user) -> Suggestion:
+    """Mark a suggestion rejected by `user`. A suggestion already used by a coding cannot be rejected."""
+    if suggestion.error:
+        raise ValidationError({"suggestion": "A failed suggestion is not a suggestion and cannot be rejected."})
+    if suggestion.codings.exists():
+        raise ValidationError({"suggestion": "This suggestion was already used by a coding."})
+    suggestion.status = SuggestionStatus.REJECTED
+    suggestion.reviewed_by = user
+    suggestion.save(update_fields=["status", "reviewed_by", "updated_at"])
+    return suggestion
+
+
+# --- the local model ---------------------------------------------------------------------------
+
+
+def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
+    """The study's final labels (annotate.labels) as training examples, in episode order."""
+    from ..suggest_local import TrainingExample
+
+    type_code = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
+    axis_code = dict(AxisValue.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
+    out = []
+    for episode, label in final_labels(study):
+        if not label.usable:
+            continue
+        out.append(
+            TrainingExample(
+                episode_id=episode.pk,
+                text=episode_text(episode),
+                failure_type=type_code.get(label.failure_type_id),
+                not_a_failure=label.not_a_failure,
+                source=axis_code.get(label.source_id),
+                stage=axis_code.get(label.stage_id),
+                capability=axis_code.get(label.capability_id),
+            )
+        )
+    return out
+
+
+def local_model_train(*, study: Study, job: Job | None = None, examples: list | None = None) -> LocalModel:
+    """Train the study's local model on its final labels and store it (refuses below the minimum)."""
+    from ..suggest_local import model_dumps, model_train
+
+    spec = codebook_spec(study.codebook)
+    examples = examples if examples is not None else training_examples(study, spec)
+    minimum = settings.FAULTLINE_LOCAL_MIN_LABELS
+    if len(examples) < minimum:
+        raise ValidationError(
+            {"labels": f"the study has {len(examples)} confirmed labels; the local model needs {minimum}"}
+        )
+    model = model_train(spec, examples)
+    return LocalModel.objects.create(study=study, blob=model_dumps(model), n_train=len(examples), job=job)
+
+
+def local_model_refresh(*, study: Study, job: Job | None = None):
+    """Retrain when the study has enough labels and the current model is missing, stale or for another codebook.
+
+    Stale means at least 10% (and 5) more confirmed labels than it was trained on.
+    Returns the trained model in use, or None for the codebook prior alone.
+    """
+    examples = training_examples(study)
+    current = local_model_current(study)
+    spec = codebook_spec(study.codebook)
+    if len(examples) < settings.FAULTLINE_LOCAL_MIN_LABELS:
+        return current if current is not None and current.fingerprint == spec.fingerprint else None
+    grown = current is not None and len(examples) - current.n_train >= max(5, current.n_train // 10)
+    if current is None or grown or current.fingerprint != spec.fingerprint:
+        row = local_model_train(study=study, job=job, examples=examples)
+        current = _load_local_model(row.pk)
+    return current
+
+
+def job_suggest(*, job: Job, progress) -> dict[str, Any]:
+    """Job handler: a suggestion batch."""
+    params = job.params or {}
+    return suggestions_make(
+        study=job.study,
+        backend=params.get("backend") or default_backend(),
+        episode_ids=params.get("episode_ids"),
+        limit=params.get("limit"),
+        job=job,
+        progress=progress,
+    )
+
+
+def job_retrain(*, job: Job, progress) -> dict[str, Any]:
+    """Job handler: retrain the study's local model."""
+    progress(0, 1)
+    row = local_model_train(study=job.study, job=job)
+    progress(1, 1)
+    return {"local_model": row.pk, "n_train": row.n_train, "trained_at": row.trained_at.isoformat()}

@@ -1,0 +1,178 @@
+"""What both suggesters share: the codebook as plain data, the episode text, the answer shape, the cache key.
+
+The suggesters (annotate/llm.py and annotate/suggest_local.py) score plain text
+against a `CodebookSpec`, a frozen snapshot of the codebook, so scoring needs
+no database and the same code serves batches, the audit and the benchmark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from taxonomy.models import Axis, AxisValue, Codebook, CodebookRule, FailureType
+
+AXES = tuple(Axis.values)  # ("source", "stage", "capability")
+MAX_CANDIDATES = 3
+
+
+@dataclass(frozen=True)
+class TypeSpec:
+    code: str
+    name: str
+    category: str
+    definition: str
+    indicators: tuple[str, ...]
+    example: str
+    typical_source: str
+    typical_stages: tuple[str, ...]
+    typical_capabilities: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AxisSpec:
+    axis: str
+    code: str
+    name: str
+    definition: str
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    rule_id: str
+    applies_to: tuple[str, ...]
+    rule: str
+
+
+@dataclass(frozen=True)
+class CodebookSpec:
+    codebook_id: int
+    label: str
+    types: tuple[TypeSpec, ...]
+    axes: dict[str, tuple[AxisSpec, ...]]
+    rules: tuple[RuleSpec, ...] = ()
+    fingerprint: str = field(default="", compare=False)
+
+    @property
+    def type_codes(self) -> tuple[str, ...]:
+        return tuple(t.code for t in self.types)
+
+    def axis_codes(self, axis: str) -> tuple[str, ...]:
+        return tuple(v.code for v in self.axes[axis])
+
+    def type_by_code(self, code: str) -> TypeSpec | None:
+        return next((t for t in self.types if t.code == code), None)
+
+
+def _fingerprint(types, axes, rules) -> str:
+    payload = json.dumps(
+        {
+            "types": [asdict(t) for t in types],
+            "axes": {a: [asdict(v) for v in vs] for a, vs in axes.items()},
+            "rules": [asdict(r) for r in rules],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+_SPEC_CACHE: dict[int, CodebookSpec] = {}
+
+
+def codebook_spec(codebook: Codebook) -> CodebookSpec:
+    """The codebook as frozen plain data (three queries; cached per process for published codebooks)."""
+    if codebook.is_published and codebook.pk in _SPEC_CACHE:
+        return _SPEC_CACHE[codebook.pk]
+    types = tuple(
+        TypeSpec(
+            code=t.code,
+            name=t.name,
+            category=t.category.name,
+            definition=t.definition,
+            indicators=tuple(t.indicators or ()),
+            example=t.example,
+            typical_source=t.typical_source,
+            typical_stages=tuple(t.typical_stages or ()),
+            typical_capabilities=tuple(t.typical_capabilities or ()),
+        )
+        for t in FailureType.objects.filter(codebook=codebook).select_related("category").order_by("order", "code")
+    )
+    axes: dict[str, list[AxisSpec]] = {axis: [] for axis in AXES}
+    for v in AxisValue.objects.filter(codebook=codebook).order_by("axis", "order", "code"):
+        axes[v.axis].append(AxisSpec(axis=v.axis, code=v.code, name=v.name, definition=v.definition))
+    frozen_axes = {a: tuple(vs) for a, vs in axes.items()}
+    rules = tuple(
+        RuleSpec(rule_id=r.rule_id, applies_to=tuple(r.applies_to or ()), rule=r.rule)
+        for r in CodebookRule.objects.filter(codebook=codebook).order_by("order", "rule_id")
+    )
+    spec = CodebookSpec(
+        codebook_id=codebook.pk,
+        label=codebook.label,
+        types=types,
+        axes=frozen_axes,
+        rules=rules,
+        fingerprint=_fingerprint(types, frozen_axes, rules),
+    )
+    if codebook.is_published:
+        _SPEC_CACHE[codebook.pk] = spec
+    return spec
+
+
+def episode_text(episode) -> str:
+    """The text a suggester reads and quotes from: the excerpt, else the document's title and body."""
+    if episode.excerpt:
+        return episode.excerpt
+    doc = episode.document
+    return f"{doc.title}\n\n{doc.body}" if doc.body else doc.title
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cache_key(model: str, prompt_version: str, text: str) -> str:
+    """sha256 of (model, prompt_version, sha256(text)): one request, one stored answer."""
+    return hashlib.sha256(f"{model}\x00{prompt_version}\x00{text_hash(text)}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    failure_type: str
+    source: str
+    stage: str
+    capability: str
+    confidence: float
+    rationale: str = ""
+    evidence: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A validated suggestion for one text; `error` set means no usable codes."""
+
+    not_a_failure: bool = False
+    candidates: tuple[Candidate, ...] = ()
+    evidence_flagged: bool = False
+    error: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    # Free-form notes for the operator (e.g. dropped quotes); never shown as a suggestion.
+    notes: tuple[str, ...] = ()
+
+    @property
+    def top(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+    def comparable(self) -> dict:
+        """The answer without accounting fields, for "same output" comparisons."""
+        return {
+            "not_a_failure": self.not_a_failure,
+            "candidates": [c.as_dict() for c in self.candidates],
+            "evidence_flagged": self.evidence_flagged,
+            "error": self.error,
+        }

@@ -1,0 +1,482 @@
+"""The local suggester: scikit-learn only, and the default when no LLM key is set.
+
+Cold start: a TF-IDF space fitted on the codebook itself (each type's name,
+definition, indicators and example) ranks the types for an episode by cosine
+similarity, turned into probabilities with a fixed temperature.
+
+Once a study has FAULTLINE_LOCAL_MIN_LABELS final labels (annotate.labels),
+`local_model_train` fits one multinomial logistic regression per axis on them.
+Its probabilities are calibrated by temperature scaling fitted on out-of-fold
+predictions, and blended with the codebook prior with a weight also chosen on
+out-of-fold predictions. The fold models are kept: an episode that was in the
+training set is scored by the fold model that never saw its label, so quality
+measured on labelled episodes is never in-sample.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+
+import joblib
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import normalize
+
+from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec
+
+LOCAL_VERSION = "local-2"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
+COLD_MODEL = "codebook-tfidf"
+NAF = "__not_a_failure__"
+# Cosine similarities to the codebook are small numbers; this temperature maps a
+# clear match (0.3 above the rest) to a confident top-1 and no match to uniform.
+PRIOR_TEMPERATURE = 0.06
+MAX_TEXT_CHARS = 20_000
+MAX_SENTENCES = 200
+MAX_EVIDENCE_CHARS = 300
+N_FOLDS = 3
+SEED = 20240611
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+
+
+def _type_document(t) -> str:
+    return " ".join([t.name, t.definition, *t.indicators, t.example])
+
+
+@dataclass(frozen=True, eq=False)
+class CodebookIndex:
+    """The codebook's TF-IDF space: one fitted vectorizer, the type and axis-value vectors."""
+
+    spec: CodebookSpec
+    vectorizer: TfidfVectorizer
+    types: sp.csr_matrix  # n_types x d, rows L2-normalised
+    axes: dict[str, sp.csr_matrix]
+    terms: np.ndarray
+    indicator_tokens: tuple[tuple[tuple[str, frozenset[str]], ...], ...]
+
+
+_INDEXES: dict[str, CodebookIndex] = {}
+
+
+def _index_for(spec: CodebookSpec) -> CodebookIndex:
+    if spec.fingerprint in _INDEXES:
+        return _INDEXES[spec.fingerprint]
+    vectorizer = TfidfVectorizer(
+        lowercase=True, stop_words="english", ngram_range=(1, 2), sublinear_tf=True, min_df=1, dtype=np.float64
+    )
+    docs = [_type_document(t) for t in spec.types]
+    axis_docs = {a: [f"{v.name} {v.definition}" for v in spec.axes[a]] for a in AXES}
+    vectorizer.fit(docs + [d for a in AXES for d in axis_docs[a]])
+    stop = vectorizer.get_stop_words() or frozenset()
+    indicator_tokens = tuple(
+        tuple((ind, frozenset(w for w in _TOKEN.findall(ind.lower()) if w not in stop)) for ind in t.indicators)
+        for t in spec.types
+    )
+    index = CodebookIndex(
+        spec=spec,
+        vectorizer=vectorizer,
+        types=normalize(vectorizer.transform(docs)).tocsr(),
+        axes={a: normalize(vectorizer.transform(axis_docs[a])).tocsr() for a in AXES},
+        terms=vectorizer.get_feature_names_out(),
+        indicator_tokens=indicator_tokens,
+    )
+    if len(_INDEXES) > 16:
+        _INDEXES.clear()
+    _INDEXES[spec.fingerprint] = index
+    return index
+
+
+def codebook_index(codebook) -> CodebookIndex:
+    """The TF-IDF space of a codebook (a Codebook or a CodebookSpec), fitted once per process."""
+    spec = codebook if isinstance(codebook, CodebookSpec) else codebook_spec(codebook)
+    return _index_for(spec)
+
+
+def _clip(texts: list[str]) -> list[str]:
+    return [t[:MAX_TEXT_CHARS] for t in texts]
+
+
+def text_vectors(codebook, texts: list[str]) -> sp.csr_matrix:
+    """L2-normalised TF-IDF vectors of `texts` in the codebook's space (the space the local suggester ranks in).
+
+    Rows of texts with no codebook vocabulary are all zero. Cosine similarity of
+    two texts is the dot product of their rows.
+    """
+    index = codebook_index(codebook)
+    return normalize(index.vectorizer.transform(_clip(texts))).tocsr()
+
+
+def _softmax_rows(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def prior_type_probabilities(index: CodebookIndex, X: sp.csr_matrix) -> np.ndarray:
+    """P(type | text) from cosine similarity to the codebook (n_texts x n_types)."""
+    sims = np.asarray((X @ index.types.T).todense())
+    return _softmax_rows(sims / PRIOR_TEMPERATURE)
+
+
+def _axis_prior(spec: CodebookSpec, type_code: str | None, axis: str) -> np.ndarray:
+    """The type's typical values get most of the mass; the rest is spread evenly so nothing is impossible."""
+    codes = spec.axis_codes(axis)
+    p = np.full(len(codes), 0.2 / len(codes))
+    t = spec.type_by_code(type_code) if type_code else None
+    typical = ()
+    if t is not None:
+        typical = {"source": (t.typical_source,), "stage": t.typical_stages, "capability": t.typical_capabilities}[axis]
+    hits = [codes.index(c) for c in typical if c in codes]
+    if hits:
+        p[hits] += 0.8 / len(hits)
+    else:
+        p += 0.8 / len(codes)
+    return p
+
+
+# --- the trained model -------------------------------------------------------------------------
+
+
+@dataclass
+class AxisModel:
+    classes: list[str]
+    full: LogisticRegression
+    folds: list[LogisticRegression]
+    temperature: float
+    weight: float  # weight of the classifier against the codebook prior
+
+
+@dataclass
+class TrainedModel:
+    fingerprint: str
+    n_train: int
+    hashing_tfidf: TfidfTransformer
+    axes: dict[str, AxisModel]
+    fold_of: dict[int, int]  # training episode id -> fold
+    train_ids: np.ndarray
+    train_types: list[str]
+    train_X: sp.csr_matrix = field(repr=False)
+    model_id: int | None = None
+
+
+_HASHER = HashingVectorizer(
+    lowercase=True, stop_words="english", ngram_range=(1, 2), n_features=2**18, alternate_sign=False, norm=None
+)
+
+
+def _features(index: CodebookIndex, hashing_tfidf: TfidfTransformer, texts: list[str]) -> sp.csr_matrix:
+    texts = _clip(texts)
+    cb = normalize(index.vectorizer.transform(texts))
+    hs = normalize(hashing_tfidf.transform(_HASHER.transform(texts)))
+    return (sp.hstack([cb, hs], format="csr") * (1 / np.sqrt(2))).tocsr()
+
+
+def _proba_in(model: LogisticRegression, X, classes: list[str], temperature: float) -> np.ndarray:
+    """Temperature-scaled probabilities on the full class list (classes a fold never saw get 0)."""
+    p = model.predict_proba(X)
+    out = np.zeros((X.shape[0], len(classes)))
+    cols = [classes.index(c) for c in model.classes_]
+    out[:, cols] = p
+    if temperature != 1.0:
+        with np.errstate(divide="ignore"):
+            out = np.power(out, 1.0 / temperature)
+        out /= np.maximum(out.sum(axis=1, keepdims=True), 1e-300)
+    return out
+
+
+def _fit_lr(X, y) -> LogisticRegression:
+    model = LogisticRegression(C=20.0, max_iter=300, tol=1e-3)
+    return model.fit(X, y)
+
+
+def _nll(p: np.ndarray, y_idx: np.ndarray) -> float:
+    return float(-np.mean(np.log(np.maximum(p[np.arange(len(y_idx)), y_idx], 1e-12))))
+
+
+def _train_axis(X, y: list[str], folds: np.ndarray, priors: np.ndarray) -> AxisModel:
+    classes = sorted(set(y))
+    y_arr = np.array(y)
+    if len(classes) == 1:
+        # One class only: nothing to learn beyond "always this"; the prior carries the rest.
+        const = LogisticRegression()
+        const.classes_ = np.array(classes)
+        return AxisModel(classes=classes, full=const, folds=[], temperature=1.0, weight=0.0)
+    fold_models, oof = [], np.zeros((X.shape[0], len(classes)))
+    for k in range(N_FOLDS):
+        train, test = folds != k, folds == k
+        if len(set(y_arr[train])) < 2 or not test.any():
+            fold_models.append(None)
+            oof[test] = 1.0 / len(classes)
+            continue
+        m = _fit_lr(X[train], y_arr[train])
+        fold_models.append(m)
+        oof[test] = _proba_in(m, X[test], classes, 1.0)
+    y_idx = np.array([classes.index(c) for c in y])
+    seen = oof[np.arange(len(y_idx)), y_idx] > 0
+    temperature = 1.0
+    if seen.sum() >= 5:
+        best = None
+        for t in np.geomspace(0.3, 5.0, 25):
+            with np.errstate(divide="ignore"):
+                q = np.power(oof[seen], 1.0 / t)
+            q /= np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
+            score = _nll(q, y_idx[seen])
+            if best is None or score < best[0]:
+                best = (score, t)
+        temperature = float(best[1])
+    with np.errstate(divide="ignore"):
+        cal = np.power(oof, 1.0 / temperature)
+    cal /= np.maximum(cal.sum(axis=1, keepdims=True), 1e-300)
+    weight = min((w for w in np.linspace(0.0, 0.9, 10)), key=lambda w: _nll(w * cal + (1 - w) * priors, y_idx))
+    return AxisModel(
+        classes=classes,
+        full=_fit_lr(X, y_arr),
+        folds=fold_models,
+        temperature=temperature,
+        weight=float(weight),
+    )
+
+
+def _prior_on(classes: list[str], codes: tuple[str, ...], p: np.ndarray) -> np.ndarray:
+    """Re-index prior columns (over `codes`) onto a classifier's class list."""
+    out = np.zeros((p.shape[0], len(classes)))
+    for j, c in enumerate(classes):
+        if c in codes:
+            out[:, j] = p[:, codes.index(c)]
+    return out
+
+
+@dataclass(frozen=True)
+class TrainingExample:
+    episode_id: int
+    text: str
+    failure_type: str | None  # None when the label needs a new type
+    not_a_failure: bool
+    source: str | None
+    stage: str | None
+    capability: str | None
+
+
+def model_train(spec: CodebookSpec, examples: list[TrainingExample]) -> TrainedModel:
+    """Fit the per-axis classifiers on labelled examples (pure: no database)."""
+    index = codebook_index(spec)
+    texts = [e.text for e in examples]
+    hashing_tfidf = TfidfTransformer(sublinear_tf=True).fit(_HASHER.transform(_clip(texts)))
+    X = _features(index, hashing_tfidf, texts)
+    rng = np.random.default_rng(SEED)
+    folds = rng.permutation(np.arange(len(examples)) % N_FOLDS)
+    cb_X = text_vectors(spec, texts)
+    type_prior = prior_type_probabilities(index, cb_X)
+    axes: dict[str, AxisModel] = {}
+
+    rows = [i for i, e in enumerate(examples) if e.not_a_failure or e.failure_type]
+    y_type = [NAF if examples[i].not_a_failure else examples[i].failure_type for i in rows]
+    if rows:
+        classes = sorted(set(y_type))
+        prior = _prior_on(classes, spec.type_codes, type_prior[rows])
+        prior[:, [j for j, c in enumerate(classes) if c == NAF]] = 0.02
+        prior /= prior.sum(axis=1, keepdims=True)
+        axes["failure_type"] = _train_axis(X[rows], y_type, folds[rows], prior)
+    for axis in AXES:
+        rows = [i for i, e in enumerate(examples) if getattr(e, axis)]
+        if not rows:
+            continue
+        y = [getattr(examples[i], axis) for i in rows]
+        classes = sorted(set(y))
+        codes = spec.axis_codes(axis)
+        prior = np.vstack([_axis_prior(spec, examples[i].failure_type, axis) for i in rows])
+        axes[axis] = _train_axis(X[rows], y, folds[rows], _prior_on(classes, codes, prior) + 1e-6)
+    return TrainedModel(
+        fingerprint=spec.fingerprint,
+        n_train=len(examples),
+        hashing_tfidf=hashing_tfidf,
+        axes=axes,
+        fold_of={e.episode_id: int(f) for e, f in zip(examples, folds, strict=True)},
+        train_ids=np.array([e.episode_id for e in examples]),
+        train_types=[NAF if e.not_a_failure else (e.failure_type or "") for e in examples],
+        train_X=X,
+    )
+
+
+def model_dumps(model: TrainedModel) -> bytes:
+    buf = io.BytesIO()
+    joblib.dump(model, buf, compress=3)
+    return buf.getvalue()
+
+
+def model_loads(blob: bytes) -> TrainedModel:
+    return joblib.load(io.BytesIO(bytes(blob)))
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+def _sentences(text: str) -> list[str]:
+    out = []
+    for m in _SENTENCE.finditer(text):
+        s = m.group(0).strip()
+        if len(s.split()) >= 3:
+            out.append(s[:MAX_EVIDENCE_CHARS])
+        if len(out) >= MAX_SENTENCES:
+            break
+    return out
+
+
+class LocalSuggester:
+    """Scores texts against a codebook, with a study's trained model when it has one."""
+
+    backend = "local"
+
+    def __init__(self, spec: CodebookSpec, trained: TrainedModel | None = None):
+        if trained is not None and trained.fingerprint != spec.fingerprint:
+            trained = None  # trained on another codebook version: fall back to the codebook prior
+        self.spec = spec
+        self.index = codebook_index(spec)
+        self.trained = trained
+
+    @property
+    def model(self) -> str:
+        if self.trained is None:
+            return COLD_MODEL
+        return f"linear-{self.trained.model_id}" if self.trained.model_id else "linear"
+
+    @property
+    def prompt_version(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(f"{LOCAL_VERSION}:{self.spec.fingerprint}".encode()).hexdigest()
+
+    # Probabilities for every type (and not-a-failure) and every axis value, per text.
+    def _distributions(self, texts: list[str], episode_ids: list[int | None]):
+        spec, index = self.spec, self.index
+        cb_X = text_vectors(spec, texts)
+        p_type = prior_type_probabilities(index, cb_X)
+        p_naf = np.zeros(len(texts))
+        p_axes = dict.fromkeys(AXES)
+        neighbours: list[list[int]] = [[] for _ in texts]
+        if self.trained is None:
+            return cb_X, p_type, p_naf, p_axes, neighbours
+        tm = self.trained
+        X = _features(index, tm.hashing_tfidf, texts)
+        groups: dict[int, list[int]] = {}
+        for i, eid in enumerate(episode_ids):
+            groups.setdefault(tm.fold_of.get(eid, -1) if eid is not None else -1, []).append(i)
+
+        def axis_proba(am: AxisModel) -> np.ndarray:
+            out = np.zeros((len(texts), len(am.classes)))
+            for fold, idx in groups.items():
+                model = am.full if fold < 0 or not am.folds else am.folds[fold]
+                if model is None or not hasattr(model, "coef_"):
+                    out[idx] = 1.0 if len(am.classes) == 1 else 1.0 / len(am.classes)
+                    continue
+                out[idx] = _proba_in(model, X[idx], am.classes, am.temperature)
+            return out
+
+        tmodel = tm.axes.get("failure_type")
+        if tmodel is not None:
+            clf = axis_proba(tmodel)
+            codes = spec.type_codes
+            full = np.zeros((len(texts), len(codes)))
+            for j, c in enumerate(tmodel.classes):
+                if c == NAF:
+                    p_naf = tmodel.weight * clf[:, j]
+                elif c in codes:
+                    full[:, codes.index(c)] = clf[:, j]
+            p_type = tmodel.weight * full + (1 - tmodel.weight) * p_type
+            rest = 1.0 - p_naf
+            p_type = p_type / np.maximum(p_type.sum(axis=1, keepdims=True), 1e-12) * rest[:, None]
+        for axis in AXES:
+            am = tm.axes.get(axis)
+            if am is not None:
+                full = np.zeros((len(texts), len(spec.axis_codes(axis))))
+                clf = axis_proba(am)
+                for j, c in enumerate(am.classes):
+                    if c in spec.axis_codes(axis):
+                        full[:, spec.axis_codes(axis).index(c)] = clf[:, j]
+                p_axes[axis] = (am.weight, full)
+        # Nearest labelled episodes (never the episode itself), for the rationale.
+        sims = (X @ tm.train_X.T).toarray()
+        for i, eid in enumerate(episode_ids):
+            if eid is not None:
+                sims[i, tm.train_ids == eid] = -1
+        top = np.argsort(-sims, axis=1)[:, :5]
+        for i in range(len(texts)):
+            neighbours[i] = [int(j) for j in top[i] if sims[i, j] > 0.05]
+        return cb_X, p_type, p_naf, p_axes, neighbours
+
+    def suggest_texts(self, texts: list[str], episode_ids: list[int | None] | None = None) -> list[Answer]:
+        """Top-3 answers for many texts at once (vectorised; no database)."""
+        if not texts:
+            return []
+        episode_ids = episode_ids or [None] * len(texts)
+        spec, index = self.spec, self.index
+        cb_X, p_type, p_naf, p_axes, neighbours = self._distributions(texts, episode_ids)
+        top = np.argsort(-p_type, axis=1, kind="stable")[:, :MAX_CANDIDATES]
+        # Evidence: the sentence closest to each candidate type, from one vectorised pass.
+        sentences = [_sentences(t[:MAX_TEXT_CHARS]) for t in texts]
+        flat = [s for ss in sentences for s in ss]
+        S = normalize(index.vectorizer.transform(flat)).tocsr() if flat else None
+        sent_sims = (S @ index.types.T).toarray() if S is not None else np.zeros((0, len(spec.types)))
+        offsets = np.cumsum([0] + [len(ss) for ss in sentences])
+        answers = []
+        for i in range(len(texts)):
+            cands = []
+            for j in top[i]:
+                t = spec.types[j]
+                lo, hi = offsets[i], offsets[i + 1]
+                evidence = ""
+                if hi > lo:
+                    k = int(np.argmax(sent_sims[lo:hi, j]))
+                    if sent_sims[lo + k, j] > 0:
+                        evidence = sentences[i][k]
+                cands.append(
+                    Candidate(
+                        failure_type=t.code,
+                        source=self._axis_pick(t.code, "source", p_axes, i, cb_X),
+                        stage=self._axis_pick(t.code, "stage", p_axes, i, cb_X),
+                        capability=self._axis_pick(t.code, "capability", p_axes, i, cb_X),
+                        confidence=round(float(p_type[i, j]), 4),
+                        rationale=self._rationale(i, j, cb_X, neighbours[i]),
+                        evidence=evidence,
+                    )
+                )
+            naf = bool(p_naf[i] > p_type[i, top[i][0]])
+            answers.append(Answer(not_a_failure=naf, candidates=tuple(cands)))
+        return answers
+
+    def _axis_pick(self, type_code: str, axis: str, p_axes, i: int, cb_X) -> str:
+        codes = self.spec.axis_codes(axis)
+        prior = _axis_prior(self.spec, type_code, axis)
+        # Among equally typical values, the one whose definition reads closest to the text.
+        closeness = np.asarray((cb_X[i] @ self.index.axes[axis].T).todense()).ravel()
+        score = prior + 0.01 * closeness
+        if p_axes[axis] is not None:
+            weight, full = p_axes[axis]
+            score = weight * full[i] + (1 - weight) * score
+        return codes[int(np.argmax(score))]
+
+    def _rationale(self, i: int, j: int, cb_X, neighbour_rows: list[int]) -> str:
+        t = self.spec.types[j]
+        row = cb_X[i]
+        shared = row.multiply(self.index.types[j]).tocsr()
+        order = np.argsort(-shared.data)[:6]
+        terms = [str(self.index.terms[shared.indices[k]]) for k in order]
+        words = {w for term in terms for w in term.split()}
+        matched = [ind for ind, toks in self.index.indicator_tokens[j] if toks and len(toks & words) >= 1]
+        parts = []
+        if matched:
+            parts.append("Matched indicators: " + "; ".join(f"“{m}”" for m in matched[:2]) + ".")
+        if terms:
+            parts.append("Shared codebook terms: " + ", ".join(terms) + ".")
+        else:
+            parts.append(f"No terms in common with the definition of {t.code}; low confidence.")
+        if self.trained is not None and neighbour_rows:
+            same = [int(self.trained.train_ids[k]) for k in neighbour_rows if self.trained.train_types[k] == t.code][:3]
+            if same:
+                parts.append("Similar labelled episodes: " + ", ".join(f"#{e}" for e in same) + ".")
+        return " ".join(parts)
