@@ -24,7 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from ..importers import EXTENSIONS, ImportFileError, Record, Skip, iter_file
+from ..importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
 from ..models import Document, Episode, Job, Study
 from .studies import queue_key_for
 
@@ -39,6 +39,7 @@ __all__ = [
     "ImportFileError",
     "ImportResult",
     "import_file",
+    "import_github_repo",
     "import_records",
     "import_upload_start",
     "job_import",
@@ -228,6 +229,58 @@ def import_file(
     with transaction.atomic():
         records = iter_file(path, include_prs=include_prs, on_read=on_read if progress else None)
         result = import_records(study=study, records=records, progress=on_batch)
+    if progress is not None:
+        progress(result.seen, result.seen)
+    return result
+
+
+def import_github_repo(
+    *,
+    study: Study,
+    repo: str,
+    labels: list[str] | tuple[str, ...] = (),
+    since: str | None = None,
+    state: str = "all",
+    with_comments: bool = False,
+    include_prs: bool = False,
+    progress: ProgressFn | None = None,
+    client=None,
+) -> ImportResult:
+    """Import a repository's issues live from the GitHub REST API (annotate.github).
+
+    Each page is written in its own transaction, so when GitHub stops us (a rate
+    limit that resets too late, an outage) what was imported is kept and
+    `result.stopped` says why. An error before anything was imported raises GitHubError.
+    """
+    from ..github import PER_PAGE, GitHubClient, GitHubError, comments_markdown
+
+    result = ImportResult()
+    seen: set[tuple[str, str]] = set()
+    n = 0
+    own_client = client is None
+    client = client or GitHubClient()
+    try:
+        for page in client.issue_pages(repo, labels=labels, since=since, state=state):
+            records: list[Record | Skip] = []
+            for item in page.items:
+                n += 1
+                record = github_record(item, n, include_prs=include_prs)
+                if with_comments and isinstance(record, Record) and item.get("comments"):
+                    record.body += clean_text(comments_markdown(client.comments(item)))
+                    record.meta["with_comments"] = True
+                records.append(record)
+            with transaction.atomic():
+                import_records(study=study, records=records, result=result, seen=seen)
+            if progress is not None:
+                total = page.last_page * PER_PAGE if page.last_page else n + (PER_PAGE if page.next_url else 0)
+                progress(result.seen, max(total, result.seen))
+    except GitHubError as exc:
+        if result.seen == 0:
+            raise
+        result.stopped = str(exc)
+    finally:
+        if own_client:
+            client.close()
     if progress is not None:
         progress(result.seen, result.seen)
     return result
