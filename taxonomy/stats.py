@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-BLOCK = 16  # replicates per seeded block; part of the stream definition, never change silently
+BLOCK = 128  # replicates per seeded block; part of the stream definition, never change silently
 FLOAT32_EXACT = 2**24  # integer sums below this are exact in float32
+LIGHT_CELLS = 1 << 21  # index draws held in memory at once, per thread
 HEAVY_MULTIPLICITY = 4  # identical clusters at least this many times are drawn by multinomial
 
 ProgressFn = Callable[[int, int], None]
@@ -206,13 +207,33 @@ class _Plan:
     dtype: type
 
 
+_ROW_HASH = np.random.default_rng(20250101).integers(1, 2**62, size=(2, 4096), dtype=np.int64).astype(np.uint64)
+
+
+def _unique_rows(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of C (in a fixed order) and how often each occurs.
+
+    np.unique(axis=0) sorts rows as void bytes, which is slow for tens of
+    thousands of rows; a 64-bit row hash sorts fast, and every row is checked
+    against its group's representative, falling back on a collision.
+    """
+    if C.shape[0] == 0:
+        return np.zeros((0, C.shape[1]), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if C.shape[1] > _ROW_HASH.shape[1]:
+        return np.unique(C, axis=0, return_counts=True)
+    with np.errstate(over="ignore"):
+        h = C.astype(np.uint64) @ _ROW_HASH[0, : C.shape[1]]
+    _, first, inverse, mult = np.unique(h, return_index=True, return_inverse=True, return_counts=True)
+    rows = C[first]
+    if not np.array_equal(rows[inverse.ravel()], C):
+        return np.unique(C, axis=0, return_counts=True)
+    return rows, mult
+
+
 def _plan(design: ClusterDesign) -> _Plan:
     C = design.counts
     G = C.shape[0]
-    if G:
-        rows, mult = np.unique(C, axis=0, return_counts=True)
-    else:
-        rows, mult = np.zeros((0, C.shape[1]), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows, mult = _unique_rows(C)
     heavy = mult >= HEAVY_MULTIPLICITY
     light_rows = np.repeat(rows[~heavy], mult[~heavy], axis=0)
     g_heavy = int(mult[heavy].sum())
@@ -242,11 +263,16 @@ def _draw_block(plan: _Plan, rng: np.random.Generator, b: int) -> np.ndarray:
         out += w.astype(plan.dtype) @ plan.heavy_rows
     if G_l:
         n_light = plan.G - n_heavy
-        total = int(n_light.sum())
-        idx = rng.integers(0, G_l, size=total, dtype=np.int64)
-        idx += np.repeat(np.arange(b, dtype=np.int64) * G_l, n_light)
-        w = np.bincount(idx, minlength=b * G_l).reshape(b, G_l)
-        out += w.astype(plan.dtype) @ plan.light_rows
+        # Rows in fixed sub-chunks bound memory (about LIGHT_CELLS draws at a time); the
+        # sub-chunks depend only on the data, so the stream stays the same everywhere.
+        step = max(1, LIGHT_CELLS // G_l)
+        for r0 in range(0, b, step):
+            r1 = min(b, r0 + step)
+            counts = n_light[r0:r1]
+            idx = rng.integers(0, G_l, size=int(counts.sum()), dtype=np.int64)
+            idx += np.repeat(np.arange(r1 - r0, dtype=np.int64) * G_l, counts)
+            w = np.bincount(idx, minlength=(r1 - r0) * G_l).reshape(r1 - r0, G_l)
+            out[r0:r1] += w.astype(plan.dtype) @ plan.light_rows
     return out
 
 
@@ -290,7 +316,10 @@ def replicate_blocks(
             arr[offsets[j] : offsets[j + 1]] = np.rint(_draw_block(plan, rng, sizes[j]))
 
     n_jobs = stop - start
-    threads = threads if threads is not None else min(4, os.cpu_count() or 1)
+    if threads is None:
+        # Threads pay off only when blocks are big enough to release the GIL for long.
+        big = sum(p.light_rows.shape[0] for p in plans) >= 5000
+        threads = min(4, os.cpu_count() or 1) if big else 1
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
