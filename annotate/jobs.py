@@ -29,6 +29,7 @@ HANDLERS: dict[str, str] = {
     "suggest": "annotate.services.suggestions.job_suggest",
     "retrain": "annotate.services.suggestions.job_retrain",
     "import": "annotate.services.imports.job_import",
+    "export_parquet": "annotate.services.datasets.job_export_parquet",
 }
 
 
