@@ -1,4 +1,4 @@
-"""Filters shared by the list endpoints and the exports (django-filter).
+"""Filters shared by the API list endpoints, the exports and the export command (django-filter).
 
 Every filter is relative to an Episode. Documents and codings reuse the same
 definitions, so `?failure_type=TUS-03&coder=7` means the same thing on

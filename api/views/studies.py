@@ -12,11 +12,11 @@ from rest_framework import generics, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from annotate.filters import CodingFilter, DocumentFilter, EpisodeFilter
 from annotate.models import Coding, Document, Episode, Study
 from annotate.services.studies import CodingConflict, CodingValues, coding_save
 
 from .. import selectors
-from ..filters import CodingFilter, DocumentFilter, EpisodeFilter
 from ..permissions import StudyMember
 from ..serializers.core import (
     CodingSerializer,

@@ -1,0 +1,460 @@
+"""The labelled dataset: one row per episode, streamed as JSONL or CSV, or written as Parquet.
+
+Each row holds the document (kind, external id, url, cluster, title), the
+episode text, the final label from `annotate.labels.resolve_label` (the rule
+analysis uses) as four codes plus names, each coder's codes under a stable
+per-study pseudonym, the latest suggestion's provenance, the codebook
+name@version and timestamps.
+
+The export path never builds model instances: episodes, codings,
+adjudications and suggestions are read with values_list in keyset chunks
+(four queries per chunk), so memory stays flat and throughput is bounded by
+serialisation, not by the ORM.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import io
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from taxonomy.models import AxisValue, FailureType
+
+from .labels import resolve_label
+from .models import Adjudication, Coding, Episode, Study, Suggestion
+
+FORMATS = ("jsonl", "csv", "parquet")
+CODERS_PSEUDONYMOUS = "pseudonymous"
+CODERS_USERNAMES = "usernames"
+DATASET_CODERS_GROUP = "dataset-coders"
+EXPORT_VERSION = 1
+CHUNK = 2000
+
+LABEL_AXES = ("failure_type", "source", "stage", "capability")
+BASE_COLUMNS = [
+    "study", "codebook", "document_kind", "external_id", "url", "cluster", "title", "episode_order", "split",
+    "excerpt", "whole_document", "excerpt_start", "excerpt_end",
+    "label_status", "label_reason",
+    "label_failure_type", "label_failure_type_name", "label_source", "label_source_name",
+    "label_stage", "label_stage_name", "label_capability", "label_capability_name",
+    "label_not_a_failure", "label_needs_new_type", "adjudicator", "adjudication_rationale",
+    "suggestion_backend", "suggestion_model", "suggestion_prompt_version", "suggestion_failure_type",
+    "suggestion_confidence", "suggestion_status", "suggestion_accepted",
+    "imported_at", "episode_created_at", "first_coded_at", "last_coded_at",
+]  # fmt: skip
+CODING_KEYS = [
+    "coder", "failure_type", "source", "stage", "capability", "not_a_failure", "not_a_failure_reason",
+    "needs_new_type", "confidence", "evidence", "from_suggestion", "created_at", "updated_at",
+]  # fmt: skip
+BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted"}
+INT_COLUMNS = {"episode_order", "excerpt_start", "excerpt_end"}
+FLOAT_COLUMNS = {"suggestion_confidence"}
+TIME_COLUMNS = {"imported_at", "episode_created_at", "first_coded_at", "last_coded_at"}
+CODING_BOOLS = {"not_a_failure", "needs_new_type", "from_suggestion"}
+CODING_TIMES = {"created_at", "updated_at"}
+
+
+class _Codes(NamedTuple):
+    """The codes of a coding or adjudication, shaped as resolve_label reads them."""
+
+    coder_id: int | None
+    failure_type_id: int | None
+    source_id: int | None
+    stage_id: int | None
+    capability_id: int | None
+    not_a_failure: bool
+    needs_new_type: bool
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def _by_coder(coding: dict) -> str:
+    return coding["coder"]
+
+
+def pseudonym_key(study: Study) -> bytes:
+    """A study-scoped HMAC key derived from SECRET_KEY: pseudonyms are stable within a study and unlinkable across."""
+    return hmac.new(
+        settings.SECRET_KEY.encode(), f"faultline-export-pseudonym:{study.slug}".encode(), "sha256"
+    ).digest()
+
+
+def pseudonym(key: bytes, user_id: int) -> str:
+    return "coder-" + hmac.new(key, str(user_id).encode(), "sha256").hexdigest()[:12]
+
+
+class CoderNames:
+    """Maps user ids to the names an export shows: pseudonyms, or usernames when the owner asks.
+
+    Coders created by `import_dataset` already are pseudonyms (their username
+    is the one in the file), so they keep it: exporting an imported dataset
+    again gives the same rows.
+    """
+
+    def __init__(self, study: Study, mode: str = CODERS_PSEUDONYMOUS):
+        self.mode, self.key, self.cache = mode, pseudonym_key(study), {}
+        ids = set(Coding.objects.filter(episode__study=study).values_list("coder_id", flat=True).distinct())
+        ids |= set(Adjudication.objects.filter(episode__study=study).values_list("adjudicator_id", flat=True))
+        users = get_user_model().objects.filter(pk__in=ids)
+        self.usernames = dict(users.values_list("pk", "username"))
+        self.dataset = set(users.filter(groups__name=DATASET_CODERS_GROUP).values_list("pk", flat=True))
+
+    def __call__(self, user_id: int | None) -> str | None:
+        if user_id is None:
+            return None
+        name = self.cache.get(user_id)
+        if name is None:
+            if self.mode == CODERS_USERNAMES or user_id in self.dataset:
+                name = self.usernames.get(user_id) or pseudonym(self.key, user_id)
+            else:
+                name = pseudonym(self.key, user_id)
+            self.cache[user_id] = name
+        return name
+
+
+def _names(study: Study) -> tuple[dict, dict]:
+    types = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
+    type_names = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("code", "name"))
+    values = {}
+    value_names = {}
+    for pk, code, name in AxisValue.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code", "name"):
+        values[pk] = code
+        value_names[pk] = name
+    return {"types": types, "type_names": type_names}, {"values": values, "value_names": value_names}
+
+
+EPISODE_FIELDS = (
+    "id", "document__kind", "document__external_id", "document__url", "document__cluster", "document__title",
+    "document__body", "excerpt", "start", "end", "order", "split", "created_at", "document__imported_at",
+)  # fmt: skip
+CODING_FIELDS = (
+    "episode_id", "coder_id", "failure_type_id", "source_id", "stage_id", "capability_id", "not_a_failure",
+    "needs_new_type", "not_a_failure_reason", "confidence", "evidence", "from_suggestion_id", "created_at",
+    "updated_at",
+)  # fmt: skip
+ADJ_FIELDS = (
+    "episode_id", "adjudicator_id", "failure_type_id", "source_id", "stage_id", "capability_id", "not_a_failure",
+    "needs_new_type", "rationale",
+)  # fmt: skip
+SUGGESTION_FIELDS = (
+    "episode_id", "backend", "model", "prompt_version", "failure_type_id", "confidence", "status",
+)  # fmt: skip
+
+
+def export_rows(
+    study: Study, episodes: QuerySet[Episode] | None = None, *, coders: str = CODERS_PSEUDONYMOUS, chunk: int = CHUNK
+) -> Iterator[dict[str, Any]]:
+    """One dict per episode, in episode id order, with `codings` as a list of dicts (see module docstring)."""
+    qs = (episodes if episodes is not None else Episode.objects.filter(study=study)).order_by()
+    names = CoderNames(study, coders)
+    t, v = _names(study)
+    types, type_names, values, value_names = t["types"], t["type_names"], v["values"], v["value_names"]
+    codebook = study.codebook.label
+    k, rule, label_coder = study.coders_per_episode, study.label_rule, study.label_coder_id
+    last = 0
+    while True:
+        batch = list(qs.filter(id__gt=last).order_by("id").values_list(*EPISODE_FIELDS)[:chunk])
+        if not batch:
+            return
+        ids = [row[0] for row in batch]
+        last = ids[-1]
+        codings: dict[int, list] = {}
+        for row in (
+            Coding.objects.filter(episode_id__in=ids).order_by("episode_id", "coder_id").values_list(*CODING_FIELDS)
+        ):
+            codings.setdefault(row[0], []).append(row)
+        adjudications = {
+            row[0]: row for row in Adjudication.objects.filter(episode_id__in=ids).values_list(*ADJ_FIELDS)
+        }
+        suggestions: dict[int, tuple] = {}
+        for row in (
+            Suggestion.objects.filter(episode_id__in=ids, error="")
+            .order_by("episode_id", "-created_at", "-id")
+            .values_list(*SUGGESTION_FIELDS)
+        ):
+            suggestions.setdefault(row[0], row)
+        for ep in batch:
+            ep_id = ep[0]
+            rows = codings.get(ep_id, ())
+            adj = adjudications.get(ep_id)
+            label = resolve_label(
+                adjudication=_Codes(*adj[1:8]) if adj else None,
+                codings=[_Codes(*c[1:8]) for c in rows],
+                k=k,
+                rule=rule,
+                label_coder_id=label_coder,
+            )
+            sug = suggestions.get(ep_id)
+            type_code = types.get(label.failure_type_id)
+            yield {
+                "study": study.slug,
+                "codebook": codebook,
+                "document_kind": ep[1],
+                "external_id": ep[2],
+                "url": ep[3],
+                "cluster": ep[4],
+                "title": ep[5],
+                "episode_order": ep[10],
+                "split": ep[11],
+                "excerpt": ep[7] or ep[6],
+                "whole_document": not ep[7],
+                "excerpt_start": ep[8],
+                "excerpt_end": ep[9],
+                "label_status": label.status,
+                "label_reason": label.reason,
+                "label_failure_type": type_code,
+                "label_failure_type_name": type_names.get(type_code),
+                "label_source": values.get(label.source_id),
+                "label_source_name": value_names.get(label.source_id),
+                "label_stage": values.get(label.stage_id),
+                "label_stage_name": value_names.get(label.stage_id),
+                "label_capability": values.get(label.capability_id),
+                "label_capability_name": value_names.get(label.capability_id),
+                "label_not_a_failure": label.not_a_failure,
+                "label_needs_new_type": label.needs_new_type,
+                "adjudicator": names(adj[1]) if adj else None,
+                "adjudication_rationale": adj[8] if adj else None,
+                "suggestion_backend": sug[1] if sug else None,
+                "suggestion_model": sug[2] if sug else None,
+                "suggestion_prompt_version": sug[3] if sug else None,
+                "suggestion_failure_type": types.get(sug[4]) if sug else None,
+                "suggestion_confidence": sug[5] if sug else None,
+                "suggestion_status": sug[6] if sug else None,
+                "suggestion_accepted": (sug[6] == "accepted") if sug else None,
+                "imported_at": _iso(ep[13]),
+                "episode_created_at": _iso(ep[12]),
+                "first_coded_at": _iso(min(c[12] for c in rows)) if rows else None,
+                "last_coded_at": _iso(max(c[13] for c in rows)) if rows else None,
+                # By coder name, not id: ids differ between instances, so an imported dataset
+                # exports its codings in the same order.
+                "codings": sorted(
+                    (
+                        {
+                            "coder": names(c[1]),
+                            "failure_type": types.get(c[2]),
+                            "source": values.get(c[3]),
+                            "stage": values.get(c[4]),
+                            "capability": values.get(c[5]),
+                            "not_a_failure": c[6],
+                            "not_a_failure_reason": c[8],
+                            "needs_new_type": c[7],
+                            "confidence": c[9],
+                            "evidence": c[10],
+                            "from_suggestion": c[11] is not None,
+                            "created_at": _iso(c[12]),
+                            "updated_at": _iso(c[13]),
+                        }
+                        for c in rows
+                    ),
+                    key=_by_coder,
+                ),
+            }
+
+
+# ---- JSONL and CSV: byte chunks for StreamingHttpResponse or a file ----
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def jsonl_chunks(rows: Iterable[dict], *, rows_per_chunk: int = 500) -> Iterator[bytes]:
+    """JSON Lines, one episode per line, joined into chunks of `rows_per_chunk` lines."""
+    buf: list[str] = []
+    for row in rows:
+        buf.append(_dumps(row))
+        if len(buf) >= rows_per_chunk:
+            buf.append("")
+            yield "\n".join(buf).encode()
+            buf = []
+    if buf:
+        buf.append("")
+        yield "\n".join(buf).encode()
+
+
+def csv_columns(slots: int) -> list[str]:
+    cols = list(BASE_COLUMNS)
+    for i in range(1, slots + 1):
+        cols += [f"coder{i}" if key == "coder" else f"coder{i}_{key}" for key in CODING_KEYS]
+    return cols
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return value
+
+
+def csv_chunks(rows: Iterable[dict], *, slots: int, rows_per_chunk: int = 500) -> Iterator[bytes]:
+    """CSV with a header; each coder's codes in numbered columns (coder1, coder1_failure_type, ...)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(csv_columns(slots))
+    for n, row in enumerate(rows, 1):
+        cells = [_cell(row[c]) for c in BASE_COLUMNS]
+        codings = row["codings"]
+        if len(codings) > slots:
+            raise ValueError(f"episode {row['external_id']} has {len(codings)} codings, more than {slots} CSV slots")
+        for coding in codings:
+            cells += [_cell(coding[key]) for key in CODING_KEYS]
+        cells += [""] * (len(CODING_KEYS) * (slots - len(codings)))
+        writer.writerow(cells)
+        if n % rows_per_chunk == 0:
+            yield out.getvalue().encode()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue().encode()
+
+
+def coder_slots(study: Study, episodes: QuerySet[Episode] | None = None) -> int:
+    """The most codings any exported episode has: the number of coder column groups in a CSV."""
+    from django.db.models import Count, Max
+
+    qs = Coding.objects.filter(episode__study=study)
+    if episodes is not None:
+        qs = qs.filter(episode__in=episodes.values("pk"))
+    most = qs.values("episode_id").annotate(n=Count("id")).aggregate(m=Max("n"))["m"]
+    return max(most or 0, 1)
+
+
+# ---- Parquet ----
+
+
+def parquet_schema():
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    coding = pa.struct(
+        [
+            ("coder", pa.string()), ("failure_type", pa.string()), ("source", pa.string()), ("stage", pa.string()),
+            ("capability", pa.string()), ("not_a_failure", pa.bool_()), ("not_a_failure_reason", pa.string()),
+            ("needs_new_type", pa.bool_()), ("confidence", pa.string()), ("evidence", pa.string()),
+            ("from_suggestion", pa.bool_()), ("created_at", ts), ("updated_at", ts),
+        ]
+    )  # fmt: skip
+    fields = []
+    for col in BASE_COLUMNS:
+        if col in BOOL_COLUMNS:
+            typ = pa.bool_()
+        elif col in INT_COLUMNS:
+            typ = pa.int64()
+        elif col in FLOAT_COLUMNS:
+            typ = pa.float64()
+        elif col in TIME_COLUMNS:
+            typ = ts
+        else:
+            typ = pa.string()
+        fields.append((col, typ))
+    fields.append(("codings", pa.list_(coding)))
+    return pa.schema(fields)
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _arrow_row(row: dict) -> dict:
+    out = dict(row)
+    for col in TIME_COLUMNS:
+        out[col] = _parse_time(row[col])
+    out["codings"] = [
+        {**c, "created_at": _parse_time(c["created_at"]), "updated_at": _parse_time(c["updated_at"])}
+        for c in row["codings"]
+    ]
+    return out
+
+
+def parquet_write(rows: Iterable[dict], sink, *, batch_rows: int = 5000, progress: Callable | None = None) -> int:
+    """Write rows to `sink` (a path or binary file) as Parquet, batch by batch. Returns the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = parquet_schema()
+    n = 0
+    with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+        batch: list[dict] = []
+        for row in rows:
+            batch.append(_arrow_row(row))
+            if len(batch) >= batch_rows:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                n += len(batch)
+                batch = []
+                if progress:
+                    progress(n)
+        if batch or n == 0:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            n += len(batch)
+    return n
+
+
+# ---- The manifest ----
+
+
+@dataclass
+class Digest:
+    """Counts rows and hashes bytes as they pass, for the manifest."""
+
+    rows: int = 0
+    size: int = 0
+    sha: Any = field(default_factory=hashlib.sha256)
+
+    def through(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            self.sha.update(chunk)
+            self.size += len(chunk)
+            yield chunk
+
+    def count(self, rows: Iterable[dict]) -> Iterator[dict]:
+        for row in rows:
+            self.rows += 1
+            yield row
+
+
+def manifest(
+    *, study: Study, fmt: str, digest: Digest, filters: dict, coders: str, slots: int | None = None
+) -> dict[str, Any]:
+    """What an export contains: row count, sha256 and size of the file, codebook, filters, label rule, time."""
+    return {
+        "export_version": EXPORT_VERSION,
+        "study": study.slug,
+        "study_name": study.name,
+        "format": fmt,
+        "rows": digest.rows,
+        "bytes": digest.size,
+        "sha256": digest.sha.hexdigest(),
+        "codebook": study.codebook.label,
+        "coders_per_episode": study.coders_per_episode,
+        "label_rule": study.label_rule,
+        "coders": coders,
+        "csv_coder_slots": slots,
+        "filters": filters,
+        "generated_at": _iso(timezone.now()),
+    }
+
+
+def export_stream(
+    *, study: Study, episodes: QuerySet[Episode], fmt: str, coders: str, digest: Digest | None = None
+) -> Iterator[bytes]:
+    """The JSONL or CSV export as byte chunks; pass a Digest to count and hash it on the way."""
+    digest = digest or Digest()
+    rows = digest.count(export_rows(study, episodes, coders=coders))
+    if fmt == "jsonl":
+        return digest.through(jsonl_chunks(rows))
+    if fmt == "csv":
+        return digest.through(csv_chunks(rows, slots=coder_slots(study, episodes)))
+    raise ValueError(f"cannot stream format '{fmt}'")

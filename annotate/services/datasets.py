@@ -1,0 +1,430 @@
+"""Dataset exports written to files (the command and the Parquet job) and `import_dataset`.
+
+`import_dataset` loads an export back: it creates the study, its documents,
+episodes, codings (with history), adjudications and suggestion provenance, in
+one transaction, so that exporting the imported study gives the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
+from simple_history.utils import bulk_create_with_history
+
+from taxonomy.models import Axis, AxisValue, Codebook, FailureType
+
+from .. import exports
+from ..filters import EpisodeFilter
+from ..labels import resolve_label
+from ..models import (
+    Adjudication,
+    Coding,
+    Document,
+    Episode,
+    EpisodeStatus,
+    LabelRule,
+    Membership,
+    Role,
+    Study,
+    Suggestion,
+    SuggestionBackend,
+    SuggestionStatus,
+)
+from .studies import queue_key_for, study_create
+
+EXPORT_DIR = "exports"
+
+
+def export_episodes(*, study: Study, filters: dict[str, str] | None = None, user=None) -> QuerySet[Episode]:
+    """The study's episodes narrowed by the list endpoints' filters; ValidationError with field errors if bad."""
+    request = SimpleNamespace(study=study, user=user)
+    filterset = EpisodeFilter(filters or {}, queryset=Episode.objects.filter(study=study), request=request)
+    if not filterset.is_valid():
+        raise ValidationError({k: [str(e) for e in v] for k, v in filterset.errors.items()})
+    return filterset.qs
+
+
+def export_write(
+    *,
+    study: Study,
+    fmt: str,
+    out: Path,
+    filters: dict[str, str] | None = None,
+    coders: str = exports.CODERS_PSEUDONYMOUS,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Write an export to `out` and its manifest beside it (`out` + ".manifest.json"). Returns the manifest."""
+    if fmt not in exports.FORMATS:
+        raise ValidationError({"format": f"unknown format '{fmt}' (choose {', '.join(exports.FORMATS)})"})
+    episodes = export_episodes(study=study, filters=filters)
+    total = episodes.count()
+    digest = exports.Digest()
+    tick = (lambda n: progress(n, total)) if progress else None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    slots = None
+    if fmt == "parquet":
+        rows = digest.count(exports.export_rows(study, episodes, coders=coders))
+        exports.parquet_write(rows, str(out), progress=tick)
+        with out.open("rb") as fh:
+            for _chunk in digest.through(iter(lambda: fh.read(1 << 20), b"")):
+                pass
+    else:
+        slots = exports.coder_slots(study, episodes) if fmt == "csv" else None
+        with out.open("wb") as fh:
+            for chunk in exports.export_stream(study=study, episodes=episodes, fmt=fmt, coders=coders, digest=digest):
+                fh.write(chunk)
+                if tick:
+                    tick(digest.rows)
+    man = exports.manifest(study=study, fmt=fmt, digest=digest, filters=dict(filters or {}), coders=coders, slots=slots)
+    Path(f"{out}.manifest.json").write_text(json.dumps(man, indent=2) + "\n", encoding="utf-8")
+    if progress:
+        progress(total, total)
+    return man
+
+
+def export_file_path(job) -> Path:
+    return Path(settings.MEDIA_ROOT) / EXPORT_DIR / f"{job.study.slug}-{job.pk}.parquet"
+
+
+def job_export_parquet(*, job, progress) -> dict[str, Any]:
+    """Job handler: write a Parquet export (params: filters, coders) under MEDIA_ROOT/exports/."""
+    path = export_file_path(job)
+    man = export_write(
+        study=job.study,
+        fmt="parquet",
+        out=path,
+        filters=job.params.get("filters") or {},
+        coders=job.params.get("coders", exports.CODERS_PSEUDONYMOUS),
+        progress=progress,
+    )
+    return {"rows": man["rows"], "bytes": man["bytes"], "sha256": man["sha256"], "manifest": man}
+
+
+# ---- import_dataset ----
+
+
+def _bool(value: str) -> bool | None:
+    return {"true": True, "false": False, "": None}[value]
+
+
+def _rows_jsonl(path: Path) -> Iterator[dict]:
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValidationError({"file": f"line {n}: not JSON ({exc.msg})"}) from exc
+
+
+def _rows_csv(path: Path) -> Iterator[dict]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        missing = [c for c in exports.BASE_COLUMNS if c not in (header or [])]
+        if missing:
+            raise ValidationError({"file": f"not a Faultline CSV export: missing columns {', '.join(missing[:5])}"})
+        slots = sum(1 for c in header if c.startswith("coder") and "_" not in c)
+        for n, cells in enumerate(reader, 2):
+            if len(cells) != len(header):
+                raise ValidationError({"file": f"line {n}: {len(cells)} cells, the header has {len(header)}"})
+            raw = dict(zip(header, cells, strict=True))
+            row: dict[str, Any] = {}
+            for col in exports.BASE_COLUMNS:
+                value = raw[col]
+                if col in exports.BOOL_COLUMNS:
+                    row[col] = _bool(value)
+                elif col in exports.INT_COLUMNS:
+                    row[col] = int(value) if value else None
+                elif col in exports.FLOAT_COLUMNS:
+                    row[col] = float(value) if value else None
+                else:
+                    row[col] = value if value or col in _TEXT_NOT_NULL else None
+            codings = []
+            for i in range(1, slots + 1):
+                prefix = f"coder{i}"
+                if not raw[prefix]:
+                    continue
+                coding: dict[str, Any] = {}
+                for key in exports.CODING_KEYS:
+                    value = raw[prefix if key == "coder" else f"{prefix}_{key}"]
+                    if key in exports.CODING_BOOLS:
+                        coding[key] = _bool(value)
+                    else:
+                        coding[key] = value if value or key in _CODING_TEXT_NOT_NULL else None
+                codings.append(coding)
+            row["codings"] = codings
+            yield row
+
+
+# Columns that are never null in an export: an empty CSV cell is "" there, not None.
+_TEXT_NOT_NULL = {"study", "codebook", "document_kind", "external_id", "url", "cluster", "title", "split", "excerpt",
+                  "label_status", "label_reason"}  # fmt: skip
+_CODING_TEXT_NOT_NULL = {"not_a_failure_reason", "confidence", "evidence"}
+
+
+def _iso_out(value) -> str | None:
+    return exports._iso(value) if isinstance(value, datetime) else value
+
+
+def _rows_parquet(path: Path) -> Iterator[dict]:
+    import pyarrow.parquet as pq
+
+    for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=5000):
+        for row in batch.to_pylist():
+            for col in exports.TIME_COLUMNS:
+                row[col] = _iso_out(row.get(col))
+            row["codings"] = [
+                {**c, "created_at": _iso_out(c["created_at"]), "updated_at": _iso_out(c["updated_at"])}
+                for c in row.get("codings") or []
+            ]
+            yield row
+
+
+def dataset_rows(path: Path) -> Iterator[dict]:
+    """Rows of an export file, as the JSONL export shapes them, whatever its format (by extension)."""
+    readers = {".jsonl": _rows_jsonl, ".csv": _rows_csv, ".parquet": _rows_parquet}
+    reader = readers.get(path.suffix.lower())
+    if reader is None:
+        raise ValidationError({"file": f"'{path.name}': use a .jsonl, .csv or .parquet export"})
+    return reader(path)
+
+
+def _manifest_for(path: Path) -> dict | None:
+    side = Path(f"{path}.manifest.json")
+    return json.loads(side.read_text(encoding="utf-8")) if side.exists() else None
+
+
+def _sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+@dataclass
+class _Lookup:
+    types: dict[str, FailureType]
+    values: dict[tuple[str, str], AxisValue]
+
+    def type(self, code: str | None, where: str) -> FailureType | None:
+        if code is None:
+            return None
+        if code not in self.types:
+            raise ValidationError({"file": f"{where}: unknown failure type '{code}'"})
+        return self.types[code]
+
+    def value(self, axis: str, code: str | None, where: str) -> AxisValue | None:
+        if code is None:
+            return None
+        if (axis, code) not in self.values:
+            raise ValidationError({"file": f"{where}: unknown {axis} '{code}'"})
+        return self.values[(axis, code)]
+
+
+def _dataset_user(username: str, group: Group):
+    User = get_user_model()
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        user = User(username=username, is_active=False)
+        user.set_unusable_password()
+        user.save()
+        user.groups.add(group)
+    elif not user.groups.filter(pk=group.pk).exists():
+        raise ValidationError({"file": f"coder '{username}' is an existing account here, not a dataset coder"})
+    return user
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+@dataclass
+class DatasetImport:
+    study: Study
+    rows: int
+    codings: int
+    adjudications: int
+    suggestions: int
+
+
+@transaction.atomic
+def dataset_import(
+    *, path: Path, slug: str | None = None, owner=None, coders_per_episode: int | None = None
+) -> DatasetImport:
+    """Load an export (JSONL, CSV or Parquet) into a new study. All or nothing.
+
+    The codebook named in the file must exist. Coders become inactive accounts
+    named by their pseudonym, in the "dataset-coders" group. The study's k and
+    label rule come from the manifest beside the file (or `coders_per_episode`);
+    every row's label must come out the same here, or nothing is written.
+    """
+    path = Path(path)
+    man = _manifest_for(path)
+    if man and man.get("sha256") and man["sha256"] != _sha256(path):
+        raise ValidationError({"file": f"'{path.name}' does not match the sha256 in its manifest"})
+    rows = list(dataset_rows(path))
+    if not rows:
+        raise ValidationError({"file": f"'{path.name}' has no rows"})
+    label = rows[0]["codebook"]
+    name, _, version = label.rpartition("@")
+    codebook = Codebook.objects.filter(name=name, version=version).first()
+    if codebook is None:
+        raise ValidationError({"file": f"codebook '{label}' is not loaded here; run load_codebook first"})
+    slug = slug or rows[0]["study"]
+    k = coders_per_episode or (man or {}).get("coders_per_episode") or 2
+    study = study_create(slug=slug, name=(man or {}).get("study_name") or slug, codebook=codebook, owner=owner)
+    study.coders_per_episode = k
+    rule = (man or {}).get("label_rule") or LabelRule.CONSENSUS
+    lookup = _Lookup(
+        types={t.code: t for t in FailureType.objects.filter(codebook=codebook)},
+        values={(v.axis, v.code): v for v in AxisValue.objects.filter(codebook=codebook)},
+    )
+    group, _ = Group.objects.get_or_create(name=exports.DATASET_CODERS_GROUP)
+    users: dict[str, Any] = {}
+
+    def user(name: str):
+        if name not in users:
+            users[name] = _dataset_user(name, group)
+        return users[name]
+
+    docs: dict[tuple[str, str], Document] = {}
+    for n, row in enumerate(rows, 1):
+        where = f"row {n} ({row.get('external_id')})"
+        if row["codebook"] != label or row["study"] != rows[0]["study"]:
+            raise ValidationError({"file": f"{where}: every row must come from one study and codebook"})
+        key = (row["document_kind"], row["external_id"])
+        doc = docs.get(key)
+        if doc is None:
+            doc = docs[key] = Document(
+                study=study, kind=row["document_kind"], external_id=row["external_id"], url=row["url"] or "",
+                cluster=row["cluster"], title=row["title"],
+            )  # fmt: skip
+            doc._imported_at = _time(row["imported_at"])
+        if row["whole_document"]:
+            doc.body = row["excerpt"]
+    Document.objects.bulk_create(docs.values(), batch_size=1000)
+    for doc in docs.values():
+        doc.imported_at = doc._imported_at or doc.imported_at
+    Document.objects.bulk_update(docs.values(), ["imported_at"], batch_size=1000)
+
+    episodes = []
+    for row in rows:
+        ep = Episode(
+            document=docs[(row["document_kind"], row["external_id"])], study=study, order=row["episode_order"] or 0,
+            split=row["split"], excerpt="" if row["whole_document"] else row["excerpt"],
+            start=row["excerpt_start"], end=row["excerpt_end"], n_codings=len(row["codings"]),
+        )  # fmt: skip
+        episodes.append(ep)
+    Episode.objects.bulk_create(episodes, batch_size=1000)
+
+    suggestions, codings, adjudications = {}, [], []
+    for n, (row, ep) in enumerate(zip(rows, episodes, strict=True), 1):
+        where = f"row {n} ({row['external_id']})"
+        ep.queue_key = queue_key_for(study, ep.pk)
+        ep.created_at = _time(row["episode_created_at"]) or ep.created_at
+        if row.get("suggestion_backend"):
+            if row["suggestion_backend"] not in SuggestionBackend.values:
+                raise ValidationError({"file": f"{where}: unknown suggestion backend"})
+            status = row["suggestion_status"] or SuggestionStatus.PENDING
+            suggestions[ep.pk] = Suggestion(
+                episode=ep, backend=row["suggestion_backend"], model=row["suggestion_model"] or "",
+                prompt_version=row["suggestion_prompt_version"] or "",
+                failure_type=lookup.type(row["suggestion_failure_type"], where),
+                confidence=row["suggestion_confidence"], status=status,
+                cache_key=hashlib.sha256(f"dataset:{slug}:{ep.pk}".encode()).hexdigest(),
+            )  # fmt: skip
+        for c in row["codings"]:
+            coding = Coding(
+                episode=ep, coder=user(c["coder"]), failure_type=lookup.type(c["failure_type"], where),
+                source=lookup.value(Axis.SOURCE, c["source"], where),
+                stage=lookup.value(Axis.STAGE, c["stage"], where),
+                capability=lookup.value(Axis.CAPABILITY, c["capability"], where),
+                not_a_failure=bool(c["not_a_failure"]), not_a_failure_reason=c["not_a_failure_reason"] or "",
+                needs_new_type=bool(c["needs_new_type"]), confidence=c["confidence"] or "medium",
+                evidence=c["evidence"] or "",
+            )  # fmt: skip
+            coding._times = (_time(c["created_at"]), _time(c["updated_at"]))
+            coding._from_suggestion = c["from_suggestion"]
+            codings.append(coding)
+        if row["label_status"] == "adjudicated":
+            adjudications.append(
+                Adjudication(
+                    episode=ep,
+                    adjudicator=user(row["adjudicator"] or "dataset-adjudicator"),
+                    failure_type=lookup.type(row["label_failure_type"], where),
+                    source=lookup.value(Axis.SOURCE, row["label_source"], where),
+                    stage=lookup.value(Axis.STAGE, row["label_stage"], where),
+                    capability=lookup.value(Axis.CAPABILITY, row["label_capability"], where),
+                    not_a_failure=bool(row["label_not_a_failure"]),
+                    needs_new_type=bool(row["label_needs_new_type"]),
+                    rationale=row["adjudication_rationale"] or "",
+                )
+            )
+    Suggestion.objects.bulk_create(suggestions.values(), batch_size=1000)
+    for coding in codings:
+        if coding._from_suggestion:
+            coding.from_suggestion = suggestions.get(coding.episode_id)
+    created = bulk_create_with_history(codings, Coding, batch_size=1000)
+    for coding, original in zip(created, codings, strict=True):
+        first, last = original._times
+        coding.created_at, coding.updated_at = first or coding.created_at, last or coding.updated_at
+    Coding.objects.bulk_update(created, ["created_at", "updated_at"], batch_size=1000)
+    bulk_create_with_history(adjudications, Adjudication, batch_size=1000)
+
+    adjudicated = {a.episode_id for a in adjudications}
+    for ep in episodes:
+        if ep.pk in adjudicated:
+            ep.status = EpisodeStatus.ADJUDICATED
+        else:
+            ep.status = EpisodeStatus.CODED if ep.n_codings >= k else EpisodeStatus.OPEN
+    Episode.objects.bulk_update(episodes, ["queue_key", "created_at", "status"], batch_size=1000)
+    Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule)
+    study.label_rule = rule
+    for member in users.values():
+        Membership.objects.get_or_create(study=study, user=member, defaults={"role": Role.CODER})
+    adjudicators = {a.adjudicator_id for a in adjudications}
+    Membership.objects.filter(study=study, user_id__in=adjudicators).update(adjudicator=True)
+
+    _check_labels(study=study, rows=rows, episodes=episodes, codings=created, adjudications=adjudications)
+    return DatasetImport(
+        study=study, rows=len(rows), codings=len(created), adjudications=len(adjudications),
+        suggestions=len(suggestions),
+    )  # fmt: skip
+
+
+def _check_labels(*, study: Study, rows: list[dict], episodes, codings, adjudications) -> None:
+    """Every row's label status must come out the same under the imported study's rule and k."""
+    by_episode: dict[int, list] = {}
+    for c in sorted(codings, key=lambda c: c.coder_id):
+        by_episode.setdefault(c.episode_id, []).append(c)
+    adj = {a.episode_id: a for a in adjudications}
+    for n, (row, ep) in enumerate(zip(rows, episodes, strict=True), 1):
+        label = resolve_label(
+            adjudication=adj.get(ep.pk), codings=by_episode.get(ep.pk, []), k=study.coders_per_episode,
+            rule=study.label_rule, label_coder_id=study.label_coder_id,
+        )  # fmt: skip
+        if (label.status, label.reason) != (row["label_status"], row["label_reason"]):
+            raise ValidationError(
+                {
+                    "file": f"row {n} ({row['external_id']}): the file says {row['label_status']} "
+                    f"{row['label_reason']!r}, but here it would be {label.status} {label.reason!r}; "
+                    f"is coders_per_episode ({study.coders_per_episode}) right?"
+                }
+            )

@@ -1,0 +1,47 @@
+"""API tokens: create one (its key is shown once) and revoke it.
+
+Only a sha256 of the key is stored (see api.authentication), so a lost key
+cannot be shown again; the user revokes it and creates another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from ..models import ApiToken
+
+KEY_PREFIX = "flt_"
+MAX_ACTIVE_TOKENS = 20
+
+
+def token_key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def token_create(*, user, name: str) -> tuple[ApiToken, str]:
+    """Create a token for `user`. Returns the token and its key, which is never stored."""
+    name = name.strip()
+    if not name:
+        raise ValidationError({"name": "Give the token a name, e.g. the machine or script that uses it."})
+    if len(name) > 100:
+        raise ValidationError({"name": "At most 100 characters."})
+    if ApiToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_ACTIVE_TOKENS:
+        raise ValidationError({"name": f"You have {MAX_ACTIVE_TOKENS} active tokens; revoke one first."})
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(user=user, name=name, prefix=key[:12], key_hash=token_key_hash(key))
+    return token, key
+
+
+def token_revoke(*, user, token_id: int) -> ApiToken:
+    """Revoke one of `user`'s tokens; it stops authenticating at once. Another user's token is not found."""
+    token = ApiToken.objects.filter(user=user, pk=token_id).first()
+    if token is None:
+        raise ApiToken.DoesNotExist("No such token")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
