@@ -225,6 +225,12 @@ FAULTLINE_GITHUB_MAX_WAIT_S = envfloat("FAULTLINE_GITHUB_MAX_WAIT_S", 60.0)
 FAULTLINE_LEASE_MINUTES = envint("FAULTLINE_LEASE_MINUTES", 30)
 FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 20000)
 
+# Exports and incident webhooks. Parquet exports above this many rows are built by a job.
+FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = envint("FAULTLINE_EXPORT_PARQUET_SYNC_ROWS", 20000)
+FAULTLINE_WEBHOOK_MAX_ATTEMPTS = envint("FAULTLINE_WEBHOOK_MAX_ATTEMPTS", 6)
+FAULTLINE_WEBHOOK_BACKOFF_S = envfloat("FAULTLINE_WEBHOOK_BACKOFF_S", 30.0)  # doubles after each failed attempt
+FAULTLINE_WEBHOOK_TIMEOUT_S = envfloat("FAULTLINE_WEBHOOK_TIMEOUT_S", 10.0)
+
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's
     # WWW-Authenticate header, which turns "not logged in" into 401 instead of 403.
