@@ -5,16 +5,17 @@ definition, indicators and example) ranks the types for an episode by cosine
 similarity, turned into probabilities with a fixed temperature.
 
 Once a study has FAULTLINE_LOCAL_MIN_LABELS final labels (annotate.labels),
-`local_model_train` fits one multinomial logistic regression per axis on them.
-Its probabilities are calibrated by temperature scaling fitted on out-of-fold
-predictions, and blended with the codebook prior with a weight also chosen on
-out-of-fold predictions. The fold models are kept: an episode that was in the
-training set is scored by the fold model that never saw its label, so quality
-measured on labelled episodes is never in-sample.
+`model_train` fits one logistic-loss linear classifier (SGD) per axis on them,
+cross-fitted over folds. Probabilities are calibrated by temperature scaling on
+the out-of-fold predictions and blended with the codebook prior, with a weight
+also chosen on them (it is 0 when the labels do not beat the prior yet). A
+labelled episode is scored with its own out-of-fold probabilities, so quality
+measured against the labels is never in-sample.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from dataclasses import dataclass, field
@@ -22,11 +23,11 @@ from dataclasses import dataclass, field
 import joblib
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import normalize
 
-from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec
+from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, text_hash
 
 LOCAL_VERSION = "local-2"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
@@ -58,6 +59,8 @@ class CodebookIndex:
     axes: dict[str, sp.csr_matrix]
     terms: np.ndarray
     indicator_tokens: tuple[tuple[tuple[str, frozenset[str]], ...], ...]
+    types_dense: np.ndarray  # the type vectors as a dense array, for per-term rationale lookups
+    axis_priors: dict[str, np.ndarray]  # axis -> n_types x n_values prior (see _axis_prior)
 
 
 _INDEXES: dict[str, CodebookIndex] = {}
@@ -77,13 +80,16 @@ def _index_for(spec: CodebookSpec) -> CodebookIndex:
         tuple((ind, frozenset(w for w in _TOKEN.findall(ind.lower()) if w not in stop)) for ind in t.indicators)
         for t in spec.types
     )
+    types = normalize(vectorizer.transform(docs)).tocsr()
     index = CodebookIndex(
         spec=spec,
         vectorizer=vectorizer,
-        types=normalize(vectorizer.transform(docs)).tocsr(),
+        types=types,
         axes={a: normalize(vectorizer.transform(axis_docs[a])).tocsr() for a in AXES},
         terms=vectorizer.get_feature_names_out(),
         indicator_tokens=indicator_tokens,
+        types_dense=types.toarray(),
+        axis_priors={a: np.vstack([_axis_prior(spec, t.code, a) for t in spec.types]) for a in AXES},
     )
     if len(_INDEXES) > 16:
         _INDEXES.clear()
@@ -145,8 +151,9 @@ def _axis_prior(spec: CodebookSpec, type_code: str | None, axis: str) -> np.ndar
 @dataclass
 class AxisModel:
     classes: list[str]
-    full: LogisticRegression
-    folds: list[LogisticRegression]
+    # One model per fold (cross-fitting): a new text gets their averaged probabilities,
+    # and no extra full-data fit is needed. Empty when the labels hold a single class.
+    models: list[SGDClassifier]
     temperature: float
     weight: float  # weight of the classifier against the codebook prior
 
@@ -155,91 +162,76 @@ class AxisModel:
 class TrainedModel:
     fingerprint: str
     n_train: int
-    hashing_tfidf: TfidfTransformer
+    vectorizer: TfidfVectorizer
     axes: dict[str, AxisModel]
-    fold_of: dict[int, int]  # training episode id -> fold
+    # Out-of-fold calibrated probabilities of each training episode, keyed by
+    # episode id with the hash of the text they were computed on: a labelled
+    # episode is scored as if its own label had never been seen.
+    oof: dict[int, tuple[str, dict[str, np.ndarray]]]
     train_ids: np.ndarray
     train_types: list[str]
-    train_X: sp.csr_matrix = field(repr=False)
+    train_vectors: sp.csr_matrix = field(repr=False)  # codebook-space vectors, for nearest labelled episodes
     model_id: int | None = None
 
 
-_HASHER = HashingVectorizer(
-    lowercase=True, stop_words="english", ngram_range=(1, 2), n_features=2**18, alternate_sign=False, norm=None
-)
-
-
-def _features(index: CodebookIndex, hashing_tfidf: TfidfTransformer, texts: list[str]) -> sp.csr_matrix:
+def _features(index: CodebookIndex, vectorizer: TfidfVectorizer, texts: list[str]) -> sp.csr_matrix:
+    """The codebook's TF-IDF space beside a vocabulary learnt from the study's own texts."""
     texts = _clip(texts)
     cb = normalize(index.vectorizer.transform(texts))
-    hs = normalize(hashing_tfidf.transform(_HASHER.transform(texts)))
-    return (sp.hstack([cb, hs], format="csr") * (1 / np.sqrt(2))).tocsr()
+    own = normalize(vectorizer.transform(texts))
+    return (sp.hstack([cb, own], format="csr") * (1 / np.sqrt(2))).astype(np.float64).tocsr()
 
 
-def _proba_in(model: LogisticRegression, X, classes: list[str], temperature: float) -> np.ndarray:
-    """Temperature-scaled probabilities on the full class list (classes a fold never saw get 0)."""
-    p = model.predict_proba(X)
+def _fit(X, y) -> SGDClassifier:
+    # Logistic loss gives probabilities; SGD keeps 65-class training on thousands of
+    # episodes within seconds. Temperature scaling below does the calibration.
+    model = SGDClassifier(loss="log_loss", alpha=1e-4, max_iter=5, tol=None, random_state=SEED, n_jobs=2).fit(X, y)
+    # Single precision halves the stored model; scores differ in the 7th digit.
+    model.coef_ = model.coef_.astype(np.float32)
+    return model
+
+
+def _proba_in(model: SGDClassifier, X, classes: list[str], temperature: float) -> np.ndarray:
+    """Temperature-scaled probabilities on the full class list (classes a model never saw get 0)."""
     out = np.zeros((X.shape[0], len(classes)))
     cols = [classes.index(c) for c in model.classes_]
-    out[:, cols] = p
-    if temperature != 1.0:
-        with np.errstate(divide="ignore"):
-            out = np.power(out, 1.0 / temperature)
-        out /= np.maximum(out.sum(axis=1, keepdims=True), 1e-300)
-    return out
+    out[:, cols] = model.predict_proba(X)
+    return _temper(out, temperature)
 
 
-def _fit_lr(X, y) -> LogisticRegression:
-    model = LogisticRegression(C=20.0, max_iter=300, tol=1e-3)
-    return model.fit(X, y)
+def _temper(p: np.ndarray, temperature: float) -> np.ndarray:
+    if temperature == 1.0:
+        return p
+    with np.errstate(divide="ignore"):
+        q = np.power(p, 1.0 / temperature)
+    return q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
 
 
 def _nll(p: np.ndarray, y_idx: np.ndarray) -> float:
     return float(-np.mean(np.log(np.maximum(p[np.arange(len(y_idx)), y_idx], 1e-12))))
 
 
-def _train_axis(X, y: list[str], folds: np.ndarray, priors: np.ndarray) -> AxisModel:
+def _train_axis(X, y: list[str], folds: np.ndarray, priors: np.ndarray) -> tuple[AxisModel, np.ndarray]:
+    """One axis: the classifier, its temperature and blend weight, and out-of-fold probabilities."""
     classes = sorted(set(y))
     y_arr = np.array(y)
     if len(classes) == 1:
-        # One class only: nothing to learn beyond "always this"; the prior carries the rest.
-        const = LogisticRegression()
-        const.classes_ = np.array(classes)
-        return AxisModel(classes=classes, full=const, folds=[], temperature=1.0, weight=0.0)
-    fold_models, oof = [], np.zeros((X.shape[0], len(classes)))
+        return AxisModel(classes=classes, models=[], temperature=1.0, weight=0.0), np.ones((len(y), 1))
+    oof = np.full((X.shape[0], len(classes)), 1.0 / len(classes))
+    models = []
     for k in range(N_FOLDS):
         train, test = folds != k, folds == k
-        if len(set(y_arr[train])) < 2 or not test.any():
-            fold_models.append(None)
-            oof[test] = 1.0 / len(classes)
-            continue
-        m = _fit_lr(X[train], y_arr[train])
-        fold_models.append(m)
-        oof[test] = _proba_in(m, X[test], classes, 1.0)
+        if len(set(y_arr[train])) >= 2 and test.any():
+            models.append(_fit(X[train], y_arr[train]))
+            oof[test] = _proba_in(models[-1], X[test], classes, 1.0)
     y_idx = np.array([classes.index(c) for c in y])
     seen = oof[np.arange(len(y_idx)), y_idx] > 0
     temperature = 1.0
     if seen.sum() >= 5:
-        best = None
-        for t in np.geomspace(0.3, 5.0, 25):
-            with np.errstate(divide="ignore"):
-                q = np.power(oof[seen], 1.0 / t)
-            q /= np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
-            score = _nll(q, y_idx[seen])
-            if best is None or score < best[0]:
-                best = (score, t)
-        temperature = float(best[1])
-    with np.errstate(divide="ignore"):
-        cal = np.power(oof, 1.0 / temperature)
-    cal /= np.maximum(cal.sum(axis=1, keepdims=True), 1e-300)
-    weight = min((w for w in np.linspace(0.0, 0.9, 10)), key=lambda w: _nll(w * cal + (1 - w) * priors, y_idx))
-    return AxisModel(
-        classes=classes,
-        full=_fit_lr(X, y_arr),
-        folds=fold_models,
-        temperature=temperature,
-        weight=float(weight),
-    )
+        temperature = float(min(np.geomspace(0.2, 5.0, 30), key=lambda t: _nll(_temper(oof[seen], t), y_idx[seen])))
+    cal = _temper(oof, temperature)
+    weight = float(min(np.linspace(0.0, 0.9, 10), key=lambda w: _nll(w * cal + (1 - w) * priors, y_idx)))
+    return AxisModel(classes=classes, models=models, temperature=temperature, weight=weight), cal
 
 
 def _prior_on(classes: list[str], codes: tuple[str, ...], p: np.ndarray) -> np.ndarray:
@@ -266,40 +258,50 @@ def model_train(spec: CodebookSpec, examples: list[TrainingExample]) -> TrainedM
     """Fit the per-axis classifiers on labelled examples (pure: no database)."""
     index = codebook_index(spec)
     texts = [e.text for e in examples]
-    hashing_tfidf = TfidfTransformer(sublinear_tf=True).fit(_HASHER.transform(_clip(texts)))
-    X = _features(index, hashing_tfidf, texts)
-    rng = np.random.default_rng(SEED)
-    folds = rng.permutation(np.arange(len(examples)) % N_FOLDS)
+    vectorizer = TfidfVectorizer(
+        lowercase=True,
+        stop_words="english",
+        ngram_range=(1, 2),
+        sublinear_tf=True,
+        min_df=2 if len(examples) >= 200 else 1,
+        max_features=10_000,
+        dtype=np.float32,
+    ).fit(_clip(texts))
+    X = _features(index, vectorizer, texts)
+    folds = np.random.default_rng(SEED).permutation(np.arange(len(examples)) % N_FOLDS)
     cb_X = text_vectors(spec, texts)
     type_prior = prior_type_probabilities(index, cb_X)
     axes: dict[str, AxisModel] = {}
+    oof: dict[int, dict[str, np.ndarray]] = {e.episode_id: {} for e in examples}
+
+    def learn(axis: str, rows: list[int], y: list[str], prior: np.ndarray) -> None:
+        model, cal = _train_axis(X[rows], y, folds[rows], prior)
+        axes[axis] = model
+        for r, p in zip(rows, cal, strict=True):
+            oof[examples[r].episode_id][axis] = p.astype(np.float32)
 
     rows = [i for i, e in enumerate(examples) if e.not_a_failure or e.failure_type]
-    y_type = [NAF if examples[i].not_a_failure else examples[i].failure_type for i in rows]
     if rows:
-        classes = sorted(set(y_type))
+        y = [NAF if examples[i].not_a_failure else examples[i].failure_type for i in rows]
+        classes = sorted(set(y))
         prior = _prior_on(classes, spec.type_codes, type_prior[rows])
         prior[:, [j for j, c in enumerate(classes) if c == NAF]] = 0.02
-        prior /= prior.sum(axis=1, keepdims=True)
-        axes["failure_type"] = _train_axis(X[rows], y_type, folds[rows], prior)
+        learn("failure_type", rows, y, prior / prior.sum(axis=1, keepdims=True))
     for axis in AXES:
         rows = [i for i, e in enumerate(examples) if getattr(e, axis)]
-        if not rows:
-            continue
-        y = [getattr(examples[i], axis) for i in rows]
-        classes = sorted(set(y))
-        codes = spec.axis_codes(axis)
-        prior = np.vstack([_axis_prior(spec, examples[i].failure_type, axis) for i in rows])
-        axes[axis] = _train_axis(X[rows], y, folds[rows], _prior_on(classes, codes, prior) + 1e-6)
+        if rows:
+            y = [getattr(examples[i], axis) for i in rows]
+            prior = np.vstack([_axis_prior(spec, examples[i].failure_type, axis) for i in rows])
+            learn(axis, rows, y, _prior_on(sorted(set(y)), spec.axis_codes(axis), prior) + 1e-6)
     return TrainedModel(
         fingerprint=spec.fingerprint,
         n_train=len(examples),
-        hashing_tfidf=hashing_tfidf,
+        vectorizer=vectorizer,
         axes=axes,
-        fold_of={e.episode_id: int(f) for e, f in zip(examples, folds, strict=True)},
+        oof={e.episode_id: (text_hash(e.text), oof[e.episode_id]) for e in examples},
         train_ids=np.array([e.episode_id for e in examples]),
         train_types=[NAF if e.not_a_failure else (e.failure_type or "") for e in examples],
-        train_X=X,
+        train_vectors=cb_X.astype(np.float32),
     )
 
 
@@ -347,8 +349,6 @@ class LocalSuggester:
 
     @property
     def prompt_version(self) -> str:
-        import hashlib
-
         return hashlib.sha256(f"{LOCAL_VERSION}:{self.spec.fingerprint}".encode()).hexdigest()
 
     # Probabilities for every type (and not-a-failure) and every axis value, per text.
@@ -362,24 +362,28 @@ class LocalSuggester:
         if self.trained is None:
             return cb_X, p_type, p_naf, p_axes, neighbours
         tm = self.trained
-        X = _features(index, tm.hashing_tfidf, texts)
-        groups: dict[int, list[int]] = {}
+        X = _features(index, tm.vectorizer, texts)
+        hashes = [text_hash(t) for t in texts]
+        # Labelled episodes whose text is unchanged use their out-of-fold probabilities.
+        held = {}
         for i, eid in enumerate(episode_ids):
-            groups.setdefault(tm.fold_of.get(eid, -1) if eid is not None else -1, []).append(i)
+            stored = tm.oof.get(eid) if eid is not None else None
+            if stored is not None and stored[0] == hashes[i]:
+                held[i] = stored[1]
 
-        def axis_proba(am: AxisModel) -> np.ndarray:
-            out = np.zeros((len(texts), len(am.classes)))
-            for fold, idx in groups.items():
-                model = am.full if fold < 0 or not am.folds else am.folds[fold]
-                if model is None or not hasattr(model, "coef_"):
-                    out[idx] = 1.0 if len(am.classes) == 1 else 1.0 / len(am.classes)
-                    continue
-                out[idx] = _proba_in(model, X[idx], am.classes, am.temperature)
+        def axis_proba(axis: str, am: AxisModel) -> np.ndarray:
+            if not am.models:
+                return np.ones((len(texts), len(am.classes))) / len(am.classes)
+            mean = sum(_proba_in(m, X, am.classes, 1.0) for m in am.models) / len(am.models)
+            out = _temper(mean, am.temperature)
+            for i, probs in held.items():
+                if axis in probs:
+                    out[i] = probs[axis]
             return out
 
         tmodel = tm.axes.get("failure_type")
         if tmodel is not None:
-            clf = axis_proba(tmodel)
+            clf = axis_proba("failure_type", tmodel)
             codes = spec.type_codes
             full = np.zeros((len(texts), len(codes)))
             for j, c in enumerate(tmodel.classes):
@@ -393,20 +397,21 @@ class LocalSuggester:
         for axis in AXES:
             am = tm.axes.get(axis)
             if am is not None:
-                full = np.zeros((len(texts), len(spec.axis_codes(axis))))
-                clf = axis_proba(am)
+                axis_codes = spec.axis_codes(axis)
+                full = np.zeros((len(texts), len(axis_codes)))
+                clf = axis_proba(axis, am)
                 for j, c in enumerate(am.classes):
-                    if c in spec.axis_codes(axis):
-                        full[:, spec.axis_codes(axis).index(c)] = clf[:, j]
+                    if c in axis_codes:
+                        full[:, axis_codes.index(c)] = clf[:, j]
                 p_axes[axis] = (am.weight, full)
         # Nearest labelled episodes (never the episode itself), for the rationale.
-        sims = (X @ tm.train_X.T).toarray()
+        sims = (cb_X @ tm.train_vectors.T).toarray()
         for i, eid in enumerate(episode_ids):
             if eid is not None:
                 sims[i, tm.train_ids == eid] = -1
         top = np.argsort(-sims, axis=1)[:, :5]
         for i in range(len(texts)):
-            neighbours[i] = [int(j) for j in top[i] if sims[i, j] > 0.05]
+            neighbours[i] = [int(j) for j in top[i] if sims[i, j] > 0.2]
         return cb_X, p_type, p_naf, p_axes, neighbours
 
     def suggest_texts(self, texts: list[str], episode_ids: list[int | None] | None = None) -> list[Answer]:
@@ -423,12 +428,12 @@ class LocalSuggester:
         S = normalize(index.vectorizer.transform(flat)).tocsr() if flat else None
         sent_sims = (S @ index.types.T).toarray() if S is not None else np.zeros((0, len(spec.types)))
         offsets = np.cumsum([0] + [len(ss) for ss in sentences])
+        picks = {axis: self._axis_picks(axis, top, p_axes, cb_X) for axis in AXES}
         answers = []
         for i in range(len(texts)):
             cands = []
-            for j in top[i]:
-                t = spec.types[j]
-                lo, hi = offsets[i], offsets[i + 1]
+            lo, hi = offsets[i], offsets[i + 1]
+            for rank, j in enumerate(top[i]):
                 evidence = ""
                 if hi > lo:
                     k = int(np.argmax(sent_sims[lo:hi, j]))
@@ -436,10 +441,10 @@ class LocalSuggester:
                         evidence = sentences[i][k]
                 cands.append(
                     Candidate(
-                        failure_type=t.code,
-                        source=self._axis_pick(t.code, "source", p_axes, i, cb_X),
-                        stage=self._axis_pick(t.code, "stage", p_axes, i, cb_X),
-                        capability=self._axis_pick(t.code, "capability", p_axes, i, cb_X),
+                        failure_type=spec.types[j].code,
+                        source=picks["source"][i][rank],
+                        stage=picks["stage"][i][rank],
+                        capability=picks["capability"][i][rank],
                         confidence=round(float(p_type[i, j]), 4),
                         rationale=self._rationale(i, j, cb_X, neighbours[i]),
                         evidence=evidence,
@@ -449,25 +454,29 @@ class LocalSuggester:
             answers.append(Answer(not_a_failure=naf, candidates=tuple(cands)))
         return answers
 
-    def _axis_pick(self, type_code: str, axis: str, p_axes, i: int, cb_X) -> str:
+    def _axis_picks(self, axis: str, top: np.ndarray, p_axes, cb_X) -> list[list[str]]:
+        """The axis value for each candidate: the type's typical values, the classifier if trained."""
         codes = self.spec.axis_codes(axis)
-        prior = _axis_prior(self.spec, type_code, axis)
+        prior = self.index.axis_priors[axis][top]  # n x k x values
         # Among equally typical values, the one whose definition reads closest to the text.
-        closeness = np.asarray((cb_X[i] @ self.index.axes[axis].T).todense()).ravel()
+        closeness = (cb_X @ self.index.axes[axis].T).toarray()[:, None, :]
         score = prior + 0.01 * closeness
         if p_axes[axis] is not None:
             weight, full = p_axes[axis]
-            score = weight * full[i] + (1 - weight) * score
-        return codes[int(np.argmax(score))]
+            score = weight * full[:, None, :] + (1 - weight) * score
+        best = np.argmax(score, axis=2)
+        return [[codes[v] for v in row] for row in best]
 
     def _rationale(self, i: int, j: int, cb_X, neighbour_rows: list[int]) -> str:
         t = self.spec.types[j]
-        row = cb_X[i]
-        shared = row.multiply(self.index.types[j]).tocsr()
-        order = np.argsort(-shared.data)[:6]
-        terms = [str(self.index.terms[shared.indices[k]]) for k in order]
+        lo, hi = cb_X.indptr[i], cb_X.indptr[i + 1]
+        cols = cb_X.indices[lo:hi]
+        shared = cb_X.data[lo:hi] * self.index.types_dense[j, cols]
+        order = [k for k in np.argsort(-shared)[:6] if shared[k] > 0]
+        # Bare short numbers ("06", "40") match by accident (dates, counts), so they are not named.
+        terms = [t for t in (str(self.index.terms[cols[k]]) for k in order) if not t.isdigit() or len(t) >= 3]
         words = {w for term in terms for w in term.split()}
-        matched = [ind for ind, toks in self.index.indicator_tokens[j] if toks and len(toks & words) >= 1]
+        matched = [ind for ind, toks in self.index.indicator_tokens[j] if toks & words]
         parts = []
         if matched:
             parts.append("Matched indicators: " + "; ".join(f"“{m}”" for m in matched[:2]) + ".")
