@@ -7,7 +7,6 @@ pages all have content on a first `make run`.
 
 from __future__ import annotations
 
-import csv
 import json
 import secrets
 from dataclasses import dataclass
@@ -19,8 +18,9 @@ from django.db import transaction
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
-from .models import Adjudication, Document, DocumentKind, Episode, EpisodeStatus, Split, Study
-from .services import CodingValues, coding_save, queue_key_for, study_create
+from .models import Adjudication, DocumentKind, Episode, EpisodeStatus, Split, Study
+from .services import CodingValues, coding_save, study_create
+from .services.imports import import_file
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 DEMO_SLUG = "demo"
@@ -35,48 +35,10 @@ class DemoResult:
 
 
 def _load_documents(study: Study) -> None:
-    """A minimal loader for the shipped samples: GitHub issues (no PRs) and the literature CSV."""
-    items = json.loads((SAMPLES / "github_issues.json").read_text(encoding="utf-8"))
-    docs = []
-    for item in items:
-        if "pull_request" in item:
-            continue
-        repo = item["repository_url"].split("/repos/", 1)[1]
-        docs.append(
-            Document(
-                study=study,
-                kind=DocumentKind.GITHUB_ISSUE,
-                external_id=f"{repo}#{item['number']}",
-                url=item["html_url"],
-                cluster=repo,
-                title=item["title"],
-                body=item.get("body") or "",
-                meta={"state": item.get("state"), "created_at": item.get("created_at")},
-                labels="," + ",".join(lbl["name"] for lbl in item.get("labels", [])) + ",",
-                raw=item,
-            )
-        )
-    with (SAMPLES / "literature.csv").open(encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            docs.append(
-                Document(
-                    study=study,
-                    kind=DocumentKind.LITERATURE,
-                    external_id=row["key"],
-                    url=row.get("url", ""),
-                    cluster=row["key"],
-                    title=row["title"],
-                    body=row.get("failure_description") or row.get("abstract", ""),
-                    meta={"venue": row.get("venue"), "year": row.get("year"), "doi": row.get("doi")},
-                    raw=row,
-                )
-            )
-    Document.objects.bulk_create(docs)
-    episodes = [Episode(document=d, study=study) for d in Document.objects.filter(study=study)]
-    Episode.objects.bulk_create(episodes)
-    for ep in Episode.objects.filter(study=study):
-        ep.queue_key = queue_key_for(study, ep.pk)
-        ep.save(update_fields=["queue_key"])
+    """The shipped samples through the real importers: GitHub issues (pull requests skipped)
+    and the BibTeX literature records."""
+    import_file(study=study, path=SAMPLES / "github_issues.json")
+    import_file(study=study, path=SAMPLES / "literature.bib")
 
 
 def _gold_values(label: dict, types: dict, values: dict) -> CodingValues:

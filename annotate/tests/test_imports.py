@@ -1,0 +1,233 @@
+"""File imports through the real parsers: the samples, idempotence, atomicity, the broken files."""
+
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from annotate.importers import ImportFileError
+from annotate.models import Coding, Document, Episode
+from annotate.services import CodingValues, coding_save
+from annotate.services.imports import import_file
+
+SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
+BAD = SAMPLES / "bad"
+
+
+def counts(result):
+    return (result.created, result.updated, result.unchanged, result.skipped)
+
+
+def test_it_imports_the_sample_issues_into_14_clusters(study):
+    result = import_file(study=study, path=SAMPLES / "github_issues.json")
+    assert counts(result) == (58, 0, 0, 2)
+    assert dict(result.skip_reasons) == {"pull request": 2}
+    docs = Document.objects.filter(study=study, kind="github_issue")
+    assert docs.count() == 58
+    assert docs.values("cluster").distinct().count() == 14
+    assert docs.filter(cluster="acme-agents/taskpilot").count() == 15
+    assert Episode.objects.filter(study=study).count() == 58
+    assert not Episode.objects.filter(study=study, queue_key=0).exists()
+    doc = docs.get(external_id="acme-agents/taskpilot#1378")
+    assert doc.url == "https://github.com/acme-agents/taskpilot/issues/1378"
+    assert doc.labels == ",bug,providers,auth,"
+    assert doc.meta["state"] == "closed" and doc.meta["author"] == "marisol-tech"
+    assert "body" not in doc.raw and doc.raw["node_id"]
+
+
+def test_a_second_import_creates_nothing(study):
+    import_file(study=study, path=SAMPLES / "github_issues.json")
+    again = import_file(study=study, path=SAMPLES / "github_issues.json")
+    assert counts(again) == (0, 0, 58, 2)
+    assert Document.objects.filter(study=study).count() == 58
+
+
+def test_include_prs_adds_the_two_pull_requests_to_existing_clusters(study):
+    result = import_file(study=study, path=SAMPLES / "github_issues.json", include_prs=True)
+    assert counts(result) == (60, 0, 0, 0)
+    prs = Document.objects.filter(study=study, meta__pull_request=True)
+    assert sorted(prs.values_list("url", flat=True)) == [
+        "https://github.com/acme-agents/taskpilot/pull/1209",
+        "https://github.com/openloop/loopkit/pull/452",
+    ]
+    assert Document.objects.filter(study=study).values("cluster").distinct().count() == 14
+
+
+def test_a_changed_issue_is_updated_and_keeps_its_episodes_and_codings(study, bob, codes, tmp_path):
+    items = json.loads((SAMPLES / "github_issues.json").read_text())
+    import_file(study=study, path=SAMPLES / "github_issues.json")
+    doc = Document.objects.get(study=study, external_id="acme-agents/taskpilot#1378")
+    episode = doc.episodes.get()
+    values = CodingValues(
+        failure_type=codes.type("TUS-03"),
+        source=codes.source("llm"),
+        stage=codes.stage("iterative_execution"),
+        capability=codes.capability("actuation"),
+    )
+    coding_save(episode=episode, coder=bob, values=values, version=None)
+    items[0]["body"] += "\n\nUpdate: still broken on 2.1."
+    items[0]["updated_at"] = "2025-11-01T00:00:00Z"
+    changed = tmp_path / "issues.json"
+    changed.write_text(json.dumps(items))
+    result = import_file(study=study, path=changed)
+    assert counts(result) == (0, 1, 57, 2)
+    doc.refresh_from_db()
+    assert doc.body.endswith("still broken on 2.1.")
+    assert list(doc.episodes.values_list("pk", flat=True)) == [episode.pk]
+    assert Coding.objects.filter(episode=episode, coder=bob).exists()
+
+
+def test_literature_from_all_three_formats_is_the_same_record(study):
+    bib = import_file(study=study, path=SAMPLES / "literature.bib")
+    assert counts(bib) == (24, 0, 0, 0)
+    assert counts(import_file(study=study, path=SAMPLES / "literature.csv")) == (0, 0, 24, 0)
+    assert counts(import_file(study=study, path=SAMPLES / "literature.ris")) == (0, 0, 6, 0)
+    docs = Document.objects.filter(study=study, kind="literature")
+    assert docs.count() == 24
+    assert docs.values("cluster").distinct().count() == 24
+    doc = docs.get(external_id="yao2024taubench_policy")
+    assert doc.title.startswith("τ-bench: A Benchmark")
+    assert doc.cluster == "yao2024taubench_policy"
+    assert doc.meta["year"] == 2024 and doc.meta["venue"]
+    assert doc.meta["doi"] == "10.48550/arXiv.2406.12045"
+    assert doc.meta["abstract"] and doc.body != doc.meta["abstract"]  # the failure description is the body
+
+
+def test_the_ris_body_is_the_failure_description(study):
+    import_file(study=study, path=SAMPLES / "literature.ris")
+    doc = Document.objects.get(study=study, external_id="cemri2025mast_fm33")
+    assert doc.body.startswith("A verifier agent in a software-building team")
+    assert doc.meta["abstract"].startswith("Builds a taxonomy")
+    assert doc.meta["venue"] == "arXiv preprint arXiv:2503.13657"
+
+
+def test_a_csv_with_only_a_title_column_imports_with_stable_ids(study, tmp_path):
+    path = tmp_path / "titles.csv"
+    path.write_text("title,abstract\nAgents loop forever,They do.\nTools time out,Often.\n")
+    assert counts(import_file(study=study, path=path)) == (2, 0, 0, 0)
+    assert counts(import_file(study=study, path=path)) == (0, 0, 2, 0)
+    assert Document.objects.get(title="Tools time out").body == "Often."
+
+
+def test_gh_issue_list_json_and_json_lines_are_accepted(study, tmp_path):
+    gh = [
+        {
+            "number": 5,
+            "title": "Planner hallucinates a tool",
+            "body": "It calls `search_v2`, which does not exist.",
+            "labels": [{"id": "LA_1", "name": "bug", "description": "", "color": "d73a4a"}],
+            "url": "https://github.com/openloop/loopkit/issues/5",
+            "state": "OPEN",
+            "createdAt": "2025-03-01T09:00:00Z",
+            "author": {"id": "U_1", "is_bot": False, "login": "dana", "name": "Dana"},
+        }
+    ]
+    (tmp_path / "gh.json").write_text(json.dumps(gh))
+    assert counts(import_file(study=study, path=tmp_path / "gh.json")) == (1, 0, 0, 0)
+    doc = Document.objects.get(study=study, external_id="openloop/loopkit#5")
+    assert (doc.cluster, doc.meta["state"], doc.meta["author"]) == ("openloop/loopkit", "open", "dana")
+    rest = json.loads((SAMPLES / "github_issues.json").read_text())[:3]
+    lines = tmp_path / "issues.jsonl"
+    lines.write_text("\n".join(json.dumps(item) for item in [*rest, *gh]) + "\n")
+    assert counts(import_file(study=study, path=lines)) == (3, 0, 1, 0)
+
+
+def test_a_repository_field_names_the_repository(study, tmp_path):
+    item = {"number": 9, "title": "x", "body": "y", "repository": {"nameWithOwner": "kitebox/kite-rag"}}
+    (tmp_path / "a.json").write_text(json.dumps([item]))
+    import_file(study=study, path=tmp_path / "a.json")
+    doc = Document.objects.get(study=study)
+    assert (doc.external_id, doc.url) == ("kitebox/kite-rag#9", "https://github.com/kitebox/kite-rag/issues/9")
+
+
+def test_a_file_that_repeats_an_issue_imports_it_once(study, tmp_path):
+    item = json.loads((SAMPLES / "github_issues.json").read_text())[0]
+    (tmp_path / "dup.json").write_text(json.dumps([item, item]))
+    result = import_file(study=study, path=tmp_path / "dup.json")
+    assert counts(result) == (1, 0, 0, 1)
+    assert dict(result.skip_reasons) == {"duplicate in this import": 1}
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("truncated.json", r"record 3 \(starting on line 124\): invalid JSON: Unterminated string .*line 173"),
+        ("wrong_types.json", r"record 2, line 63 \(openloop/loopkit#446\): 'title' must be a string.*'labels'"),
+        ("not_issues.json", r"got a JSON object: it looks like a GitHub API error response \('Not Found'\)"),
+        ("missing_title.csv", r"line 1: the CSV header has no 'title' column"),
+        ("broken.bib", r"entry 'yao2024taubench_compound' starting on line 29.*gave up on line 41"),
+    ],
+)
+def test_a_broken_file_names_the_record_and_writes_nothing(study, name, message):
+    import_file(study=study, path=SAMPLES / "literature.csv")
+    before = list(Document.objects.order_by("pk").values_list("pk", "content_hash"))
+    with pytest.raises(ImportFileError, match=message):
+        import_file(study=study, path=BAD / name)
+    assert list(Document.objects.order_by("pk").values_list("pk", "content_hash")) == before
+    assert Episode.objects.count() == 24
+
+
+def test_the_huge_body_is_stored_whole(study):
+    result = import_file(study=study, path=BAD / "huge_body.json")
+    assert counts(result) == (1, 0, 0, 0)
+    doc = Document.objects.get(study=study)
+    assert doc.external_id == "acme-agents/taskpilot#1399"
+    assert len(doc.body) == 2_000_214
+
+
+def test_a_bad_record_late_in_a_big_file_rolls_back_the_earlier_batches(study, tmp_path):
+    items = [
+        {"number": n, "title": f"t{n}", "body": "b", "repository_url": "https://api.github.com/repos/a/b"}
+        for n in range(1, 2502)
+    ]
+    items[2400]["title"] = None
+    (tmp_path / "big.json").write_text(json.dumps(items))
+    with pytest.raises(ImportFileError, match=r"record 2401, line 1 \(a/b#2401\): 'title' must be a string"):
+        import_file(study=study, path=tmp_path / "big.json")
+    assert not Document.objects.exists() and not Episode.objects.exists()
+
+
+def test_it_writes_in_batches_not_row_by_row(study, tmp_path, django_assert_max_num_queries):
+    items = [
+        {"number": n, "title": f"t{n}", "body": "b", "repository_url": "https://api.github.com/repos/a/b"}
+        for n in range(1, 2001)
+    ]
+    (tmp_path / "many.json").write_text(json.dumps(items))
+    # Per batch of 1,000: a SELECT, then multi-row INSERTs and UPDATEs (SQLite caps a statement
+    # at 999 parameters, so Django splits them further there): far from one query per row.
+    with django_assert_max_num_queries(100):
+        assert import_file(study=study, path=tmp_path / "many.json").created == 2000
+    with django_assert_max_num_queries(4):
+        assert import_file(study=study, path=tmp_path / "many.json").unchanged == 2000
+
+
+def test_progress_reaches_the_exact_total(study):
+    calls = []
+    import_file(study=study, path=SAMPLES / "github_issues.json", progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (60, 60)
+    assert all(d <= t for d, t in calls)
+
+
+def test_an_unknown_extension_with_unrecognisable_content_is_refused(study, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    with pytest.raises(ImportFileError, match="cannot tell the format"):
+        import_file(study=study, path=path)
+
+
+def test_the_commands_report_counts_and_fail_on_bad_input(study, capsys):
+    call_command("import_github", "--study", "alpha", "--file", str(SAMPLES / "github_issues.json"))
+    assert "58 created, 0 updated, 0 unchanged, 2 skipped (2 pull request)" in capsys.readouterr().out
+    call_command("import_github", "--study", "alpha", "--file", str(SAMPLES / "github_issues.json"))
+    assert "0 created, 0 updated, 58 unchanged" in capsys.readouterr().out
+    call_command("import_literature", "--study", "alpha", str(SAMPLES / "literature.bib"))
+    assert "24 created" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="truncated.json: record 3.*nothing was imported"):
+        call_command("import_github", "--study", "alpha", "--file", str(BAD / "truncated.json"))
+    with pytest.raises(CommandError, match="missing_title.csv: line 1"):
+        call_command("import_literature", "--study", "alpha", str(BAD / "missing_title.csv"))
+    with pytest.raises(CommandError, match="no study with slug 'nope'"):
+        call_command("import_literature", "--study", "nope", str(SAMPLES / "literature.bib"))
+    assert Document.objects.count() == 82
