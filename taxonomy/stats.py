@@ -616,11 +616,25 @@ def sensitivity(
         )
     )
 
-    # Drop the largest cluster of each kind.
+    # Drop the largest cluster of each kind (kinds whose clusters all hold one episode keep theirs).
     la, lb = int(np.argmax(a.sizes)), int(np.argmax(b.sizes))
-    da, db = design_without(a, [la]), design_without(b, [lb])
-    dropped = {"a": a.names[la], "a_size": int(a.sizes[la]), "b": b.names[lb], "b_size": int(b.sizes[lb])}
-    if da.n and db.n:
+    drop_a, drop_b = a.sizes[la] > 1, b.sizes[lb] > 1
+    da = design_without(a, [la]) if drop_a else a
+    db = design_without(b, [lb]) if drop_b else b
+    dropped = {
+        "a": a.names[la] if drop_a else None,
+        "a_size": int(a.sizes[la]) if drop_a else 0,
+        "b": b.names[lb] if drop_b else None,
+        "b_size": int(b.sizes[lb]) if drop_b else 0,
+    }
+    if not (drop_a or drop_b):
+        checks.append(
+            SensitivityCheck(
+                "drop_largest_cluster", _CHECKS[2][1], None, None, None, None, None, dropped, False,
+                "no cluster holds more than one episode",
+            )
+        )  # fmt: skip
+    elif da.n and db.n:
         iv = bootstrap_diff_cell(da, db, k, B=B, seed=seed, level=level, stream=3)
         est = float(da.totals[k] / da.n - db.totals[k] / db.n)
         checks.append(
@@ -667,7 +681,7 @@ def sensitivity(
 _CHECKS = (
     ("leave_one_cluster_out", "Leave one cluster out: the range of the contrast, and the cluster that moves it most"),
     ("cluster_cap", "At most {cap} episodes per cluster, averaged over random subsamples"),
-    ("drop_largest_cluster", "Without the largest cluster of each kind"),
+    ("drop_largest_cluster", "Without the largest cluster of each kind (clusters of one episode are kept)"),
     ("record_bootstrap", "Ordinary record-level bootstrap (ignores clustering)"),
 )
 
