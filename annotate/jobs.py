@@ -30,6 +30,7 @@ HANDLERS: dict[str, str] = {
     "retrain": "annotate.services.suggestions.job_retrain",
     "import": "annotate.services.imports.job_import",
     "export_parquet": "annotate.services.datasets.job_export_parquet",
+    "bootstrap": "annotate.analysis_tasks.job_bootstrap",
 }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
+from . import analysis_tasks  # noqa: F401  (registers bootstrap_chunk with the worker)
 from .jobs import job_run, jobs_requeue
 
 

@@ -196,7 +196,12 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = False
-CELERY_RESULT_BACKEND = None
+# Results are stored only by tasks that ask (the bootstrap chunks a job gathers);
+# with a Redis broker the same Redis keeps them unless CELERY_RESULT_BACKEND says otherwise.
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None
+)
+CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
