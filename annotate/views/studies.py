@@ -5,6 +5,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from ..access import study_view
+from ..coding_selectors import study_progress
 from ..models import Study
 from ..selectors import memberships_for_user, study_counts
 
@@ -22,5 +23,6 @@ def study_overview(request: HttpRequest, study: Study) -> HttpResponse:
         "membership": request.membership,
         "counts": study_counts(study),
         "members": study.memberships.select_related("user").order_by("role", "user__username"),
+        "progress": study_progress(study, request.membership),
     }
     return render(request, "annotate/study_overview.html", context)

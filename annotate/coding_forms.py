@@ -1,0 +1,154 @@
+"""Forms of the coding workspace: codes come in as codebook codes ("TUS-03", "llm") and leave as objects."""
+
+from __future__ import annotations
+
+from django import forms
+
+from taxonomy.models import Axis
+
+from .coding_selectors import Picker
+from .evidence import MAX_QUOTE, evidence_locate
+from .models import Confidence, Episode, QueueOrder, Split, Suggestion
+from .services.adjudication import AdjudicationValues
+from .services.coding_settings import MAX_CODERS_PER_EPISODE
+from .services.studies import CodingValues
+
+AXES = tuple(Axis.values)  # source, stage, capability
+
+
+class _CodesForm(forms.Form):
+    """Failure type and axis values by code, looked up in the study's codebook without queries."""
+
+    failure_type = forms.CharField(required=False, max_length=20)
+    source = forms.CharField(required=False, max_length=50)
+    stage = forms.CharField(required=False, max_length=50)
+    capability = forms.CharField(required=False, max_length=50)
+    not_a_failure = forms.BooleanField(required=False)
+    needs_new_type = forms.BooleanField(required=False)
+
+    def __init__(self, *args, picker: Picker, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.picker = picker
+
+    def clean_failure_type(self):
+        code = self.cleaned_data["failure_type"].strip()
+        if not code:
+            return None
+        found = self.picker.type_by_code.get(code)
+        if found is None:
+            raise forms.ValidationError(f"'{code}' is not a failure type of this study's codebook.")
+        return found
+
+    def _clean_axis(self, axis: str):
+        code = self.cleaned_data[axis].strip()
+        if not code:
+            return None
+        found = self.picker.value_by_code[axis].get(code)
+        if found is None:
+            raise forms.ValidationError(f"'{code}' is not a {Axis(axis).label.lower()} of this study's codebook.")
+        return found
+
+    def clean_source(self):
+        return self._clean_axis("source")
+
+    def clean_stage(self):
+        return self._clean_axis("stage")
+
+    def clean_capability(self):
+        return self._clean_axis("capability")
+
+
+class CodingForm(_CodesForm):
+    not_a_failure_reason = forms.CharField(required=False, max_length=5000)
+    confidence = forms.ChoiceField(choices=Confidence.choices, initial=Confidence.MEDIUM)
+    memo = forms.CharField(required=False, max_length=20000)
+    evidence = forms.CharField(required=False, max_length=MAX_QUOTE, strip=False)
+    # Where the selection started, in ten-thousandths of the rendered text's length:
+    # rendered and source offsets differ, but relative positions agree well enough
+    # to pick the right one of several identical phrases.
+    evidence_hint = forms.IntegerField(required=False, min_value=0, max_value=10000)
+    version = forms.IntegerField(required=False, min_value=0)
+    from_suggestion = forms.IntegerField(required=False, min_value=1)
+
+    def __init__(self, *args, episode: Episode, text: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.episode = episode
+        self.text = text
+
+    def clean_from_suggestion(self):
+        pk = self.cleaned_data["from_suggestion"]
+        if pk is None:
+            return None
+        suggestion = Suggestion.objects.filter(pk=pk, episode=self.episode).first()
+        if suggestion is None:
+            raise forms.ValidationError("This suggestion does not belong to this episode.")
+        return suggestion
+
+    def clean(self):
+        data = super().clean()
+        quote = (data.get("evidence") or "").strip()
+        data["evidence_start"] = data["evidence_end"] = None
+        if quote:
+            hint = data.get("evidence_hint")
+            near = hint * len(self.text) // 10000 if hint is not None else None
+            located = evidence_locate(self.text, quote, near)
+            if located is None:
+                self.add_error("evidence", "The evidence must be a passage of the episode text.")
+            else:
+                data["evidence"], data["evidence_start"], data["evidence_end"] = (
+                    located.quote,
+                    located.start,
+                    located.end,
+                )
+        else:
+            data["evidence"] = ""
+        return data
+
+    def values(self) -> CodingValues:
+        d = self.cleaned_data
+        return CodingValues(
+            failure_type=d["failure_type"],
+            source=d["source"],
+            stage=d["stage"],
+            capability=d["capability"],
+            not_a_failure=d["not_a_failure"],
+            not_a_failure_reason=d["not_a_failure_reason"].strip(),
+            needs_new_type=d["needs_new_type"],
+            confidence=d["confidence"],
+            memo=d["memo"].strip(),
+            evidence=d["evidence"],
+            evidence_start=d["evidence_start"],
+            evidence_end=d["evidence_end"],
+        )
+
+
+class AdjudicationForm(_CodesForm):
+    rationale = forms.CharField(
+        max_length=20000, error_messages={"required": "Give the rationale for the final codes."}
+    )
+
+    def values(self) -> AdjudicationValues:
+        d = self.cleaned_data
+        return AdjudicationValues(
+            failure_type=d["failure_type"],
+            source=d["source"],
+            stage=d["stage"],
+            capability=d["capability"],
+            not_a_failure=d["not_a_failure"],
+            needs_new_type=d["needs_new_type"],
+            rationale=d["rationale"].strip(),
+        )
+
+
+class CodingSettingsForm(forms.Form):
+    coders_per_episode = forms.IntegerField(
+        min_value=1, max_value=MAX_CODERS_PER_EPISODE, label="Coders per episode (overlap k)"
+    )
+    blind = forms.BooleanField(required=False, label="Blind coding")
+    queue_order = forms.ChoiceField(choices=QueueOrder.choices, widget=forms.RadioSelect, label="Queue order")
+    queue_splits = forms.MultipleChoiceField(
+        choices=Split.choices, widget=forms.CheckboxSelectMultiple, label="Splits in the queue"
+    )
+    suggestions_after_first_choice = forms.BooleanField(
+        required=False, label="Show suggestions only after the coder's first choice"
+    )

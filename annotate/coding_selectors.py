@@ -1,0 +1,407 @@
+"""Reads for the coding workspace: the codebook picker, blinding, progress, disagreements and history.
+
+Every function here costs a fixed number of queries, whatever the size of the study.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, time
+
+from django.db.models import Count, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.html import json_script
+from django.utils.safestring import SafeString
+
+from taxonomy.models import Axis, AxisValue, Codebook, FailureType
+
+from .labels import disagreeing_axes, resolve_label
+from .models import Adjudication, Coding, Episode, EpisodeStatus, Membership, Role, Study
+
+# ---------------------------------------------------------------- codebook picker
+
+
+@dataclass(frozen=True)
+class Picker:
+    """A codebook prepared for the coding and adjudication forms."""
+
+    codebook_id: int
+    types: list[FailureType]
+    categories: list[tuple[str, str, list[FailureType]]]  # (code, name, types) in codebook order
+    type_by_code: dict[str, FailureType]
+    type_by_id: dict[int, FailureType]
+    axes: dict[str, list[AxisValue]]
+    value_by_code: dict[str, dict[str, AxisValue]]
+    value_by_id: dict[int, AxisValue]
+    data_script: SafeString  # <script type="application/json" id="codebook-data"> for static/js/coding.js
+
+    @property
+    def groups(self) -> list[tuple[str, str, list[AxisValue]]]:
+        """(axis, label, values) for source, stage and capability."""
+        return [(axis, Axis(axis).label, self.axes[axis]) for axis in Axis.values]
+
+    def attach(self, *rows) -> None:
+        """Fill the code foreign keys of codings/adjudications from the picker, so templates make no queries."""
+        for row in rows:
+            if row is None:
+                continue
+            row.failure_type = self.type_by_id.get(row.failure_type_id) if row.failure_type_id else None
+            for axis in Axis.values:
+                value_id = getattr(row, f"{axis}_id")
+                setattr(row, axis, self.value_by_id.get(value_id) if value_id else None)
+
+    def label(self, obj_id: int | None) -> str:
+        """The code of an axis value id ("" for none), for forms and history."""
+        if obj_id is None:
+            return ""
+        value = self.value_by_id.get(obj_id)
+        return value.code if value is not None else ""
+
+    def type_code(self, type_id: int | None) -> str:
+        t = self.type_by_id.get(type_id) if type_id else None
+        return t.code if t else ""
+
+
+_picker_cache: OrderedDict[tuple, Picker] = OrderedDict()
+_picker_lock = threading.Lock()
+
+
+def _picker_build(codebook: Codebook) -> Picker:
+    types = list(FailureType.objects.filter(codebook=codebook).select_related("category").order_by("order"))
+    axes: dict[str, list[AxisValue]] = {axis: [] for axis in Axis.values}
+    for value in AxisValue.objects.filter(codebook=codebook).order_by("axis", "order"):
+        axes[value.axis].append(value)
+    groups: OrderedDict[int, tuple[str, str, list[FailureType]]] = OrderedDict()
+    for t in sorted(types, key=lambda t: (t.category.order, t.order)):
+        groups.setdefault(t.category_id, (t.category.code, t.category.name, []))[2].append(t)
+    data = {
+        "types": [
+            {
+                "code": t.code,
+                "name": t.name,
+                "category": f"{t.category.code} {t.category.name}",
+                "definition": t.definition,
+                "indicators": t.indicators,
+                "example": t.example,
+                "source": t.typical_source,
+                "stage": (t.typical_stages or [""])[0],
+                "capability": (t.typical_capabilities or [""])[0],
+            }
+            for t in types
+        ],
+        "axes": {axis: {v.code: v.name for v in values} for axis, values in axes.items()},
+    }
+    return Picker(
+        codebook_id=codebook.pk,
+        types=types,
+        categories=list(groups.values()),
+        type_by_code={t.code: t for t in types},
+        type_by_id={t.pk: t for t in types},
+        axes=axes,
+        value_by_code={axis: {v.code: v for v in values} for axis, values in axes.items()},
+        value_by_id={v.pk: v for values in axes.values() for v in values},
+        data_script=json_script(data, "codebook-data"),
+    )
+
+
+def codebook_picker(codebook: Codebook) -> Picker:
+    """The codebook's types and axis values; cached per process once the codebook is published (immutable)."""
+    if not codebook.is_published:
+        return _picker_build(codebook)
+    key = (codebook.pk, codebook.published_at)
+    with _picker_lock:
+        picker = _picker_cache.get(key)
+    if picker is None:
+        picker = _picker_build(codebook)
+        with _picker_lock:
+            _picker_cache[key] = picker
+            while len(_picker_cache) > 16:
+                _picker_cache.popitem(last=False)
+    return picker
+
+
+# ---------------------------------------------------------------- blinding
+
+
+def codings_visible(*, membership: Membership, episode: Episode, has_own: bool, on_coding_page: bool = False) -> bool:
+    """May this member see other coders' codings of the episode?
+
+    In a blind study a coder sees them only once they have submitted their own.
+    Owners and viewers (who do not code blind) see them on the episode and
+    adjudication pages; on the coding page everyone codes blind, owners too.
+    A coder with the adjudicator duty also sees complete episodes (k codings),
+    which they can no longer be asked to code.
+    """
+    study = membership.study
+    if not study.blind or has_own:
+        return True
+    if on_coding_page:
+        return False
+    if membership.role in (Role.OWNER, Role.VIEWER):
+        return True
+    return membership.can_adjudicate and episode.n_codings >= study.coders_per_episode
+
+
+def episode_codings(episode: Episode) -> list[Coding]:
+    """All codings of an episode with their coders, in coder order."""
+    return list(Coding.objects.filter(episode=episode).select_related("coder").order_by("coder__username"))
+
+
+# ---------------------------------------------------------------- progress
+
+
+@dataclass(frozen=True)
+class CoderProgress:
+    username: str
+    role: str
+    today: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    k: int
+    coders: list[CoderProgress]  # everyone's (owners, viewers) or only the coder's own
+    mine: CoderProgress | None
+    buckets: list[tuple[str, int]]  # ("0", n), ("1", n), ..., ("k", n) where the last means k or more
+    episodes: int
+
+    @property
+    def max_bucket(self) -> int:
+        return max([n for _, n in self.buckets] + [1])
+
+
+def study_progress(study: Study, membership: Membership) -> Progress:
+    """Per-coder counts (today, in the server's time zone, and in total) and episodes by number of codings."""
+    start = timezone.make_aware(datetime.combine(timezone.localdate(), time.min))
+    rows = (
+        Coding.objects.filter(episode__study=study)
+        .values("coder_id")
+        .annotate(total=Count("pk"), today=Count("pk", filter=Q(created_at__gte=start)))
+        .order_by()
+    )
+    counts = {r["coder_id"]: (r["today"], r["total"]) for r in rows}
+    members = study.memberships.select_related("user").order_by("user__username")
+    coders = [
+        CoderProgress(m.user.get_username(), m.role, *counts.get(m.user_id, (0, 0)))
+        for m in members
+        if m.role != Role.VIEWER or m.user_id in counts
+    ]
+    mine = next((c for c in coders if c.username == membership.user.get_username()), None)
+    if membership.role == Role.CODER:
+        coders = [mine] if mine else []
+    k = study.coders_per_episode
+    per_n = dict(
+        Episode.objects.filter(study=study).values("n_codings").annotate(n=Count("pk")).values_list("n_codings", "n")
+    )
+    buckets = [(str(n), per_n.get(n, 0)) for n in range(k)]
+    buckets.append((f"{k}+" if any(n > k for n in per_n) else str(k), sum(c for n, c in per_n.items() if n >= k)))
+    return Progress(k=k, coders=coders, mine=mine, buckets=buckets, episodes=sum(per_n.values()))
+
+
+# ---------------------------------------------------------------- disagreements
+
+DISAGREEMENT_AXES = ("failure_type", "source", "stage", "capability", "not_a_failure", "needs_new_type")
+AXIS_LABELS = {
+    "failure_type": "Failure type",
+    "source": "Source",
+    "stage": "Stage",
+    "capability": "Capability",
+    "not_a_failure": "Not a failure",
+    "needs_new_type": "Needs a new type",
+}
+
+
+def _distinct(axis: str):
+    column = f"{axis}_id" if axis in ("failure_type", "source", "stage", "capability") else axis
+    # A missing code is a value too: one coder's type against another's "needs a new type" is a disagreement.
+    return Count(Coalesce(column, Value(0)), distinct=True)
+
+
+def disagreeing_episode_ids(
+    study: Study, *, axis: str = "", failure_type_id: int | None = None, adjudicated: bool = False
+) -> QuerySet:
+    """Ids of complete episodes whose coders differ (on `axis`, or any axis), as a lazy values queryset.
+
+    The same test as `labels.disagreeing_axes`, done by the database with one GROUP BY over the codings.
+    """
+    k = max(study.coders_per_episode, 2)
+    codings = Coding.objects.filter(episode__study=study, episode__n_codings__gte=k)
+    if adjudicated:
+        codings = codings.filter(episode__status=EpisodeStatus.ADJUDICATED)
+    else:
+        codings = codings.exclude(episode__status=EpisodeStatus.ADJUDICATED)
+    axes = [axis] if axis else list(DISAGREEMENT_AXES)
+    grouped = codings.values("episode_id").annotate(**{f"d_{a}": _distinct(a) for a in axes})
+    condition = Q()
+    for a in axes:
+        condition |= Q(**{f"d_{a}__gt": 1})
+    grouped = grouped.filter(condition)
+    if failure_type_id is not None:
+        grouped = grouped.annotate(with_type=Count("pk", filter=Q(failure_type_id=failure_type_id))).filter(
+            with_type__gt=0
+        )
+    return grouped.order_by("episode_id")
+
+
+@dataclass
+class DisagreementRow:
+    episode: Episode
+    codings: list[Coding]
+    axes: list[str]
+    label_status: str
+    adjudication: Adjudication | None = None
+    values: dict[str, list[str]] = field(default_factory=dict)
+
+
+def disagreement_page(
+    study: Study,
+    picker: Picker,
+    *,
+    axis: str = "",
+    failure_type_id: int | None = None,
+    adjudicated: bool = False,
+    after: int = 0,
+    limit: int = 50,
+) -> tuple[list[DisagreementRow], int | None]:
+    """One page of episodes to adjudicate (keyset-paginated by episode id) and the cursor of the next page.
+
+    Four queries per page: the grouped ids, the episodes, their codings, their adjudications.
+    """
+    ids = list(
+        disagreeing_episode_ids(study, axis=axis, failure_type_id=failure_type_id, adjudicated=adjudicated)
+        .filter(episode_id__gt=after)
+        .values_list("episode_id", flat=True)[: limit + 1]
+    )
+    next_after = ids[limit - 1] if len(ids) > limit else None
+    ids = ids[:limit]
+    episodes = Episode.objects.filter(pk__in=ids).select_related("document").order_by("pk")
+    codings: dict[int, list[Coding]] = {}
+    for c in Coding.objects.filter(episode_id__in=ids).select_related("coder").order_by("coder__username"):
+        codings.setdefault(c.episode_id, []).append(c)
+    adjudications = {a.episode_id: a for a in Adjudication.objects.filter(episode_id__in=ids)} if ids else {}
+    rows = []
+    for ep in episodes:
+        mine = codings.get(ep.pk, [])
+        label = resolve_label(adjudication=adjudications.get(ep.pk), codings=mine, k=study.coders_per_episode)
+        axes = [AXIS_LABELS.get(a, a) for a in disagreeing_axes(mine)]
+        row = DisagreementRow(ep, mine, axes, label.status, adjudications.get(ep.pk))
+        row.values = {a: [coding_code(c, a, picker) for c in mine] for a in ("failure_type", "source", "stage")}
+        rows.append(row)
+    return rows, next_after
+
+
+def coding_code(row, axis: str, picker: Picker) -> str:
+    """The code a coding (or adjudication, or history record) has on one axis, for display."""
+    if axis == "failure_type":
+        if row.not_a_failure:
+            return "not a failure"
+        return picker.type_code(row.failure_type_id) or ("new type" if row.needs_new_type else "")
+    if axis in ("source", "stage", "capability"):
+        return picker.label(getattr(row, f"{axis}_id"))
+    return "yes" if getattr(row, axis) else "no"
+
+
+# ---------------------------------------------------------------- history
+
+HISTORY_FIELDS = [
+    ("failure_type", "Failure type"),
+    ("source", "Source"),
+    ("stage", "Stage"),
+    ("capability", "Capability"),
+    ("not_a_failure", "Not a failure"),
+    ("not_a_failure_reason", "Reason"),
+    ("needs_new_type", "Needs a new type"),
+    ("confidence", "Confidence"),
+    ("memo", "Memo"),
+    ("evidence", "Evidence"),
+    ("evidence_span", "Evidence offsets"),
+    ("from_suggestion", "From suggestion"),
+    ("rationale", "Rationale"),
+]
+ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    when: datetime
+    who: str
+    subject: str  # "bob's coding" or "adjudication"
+    action: str
+    changes: list[tuple[str, str, str]]  # (field, before, after)
+
+
+def _history_value(record, name: str, picker: Picker) -> str:
+    if name in ("failure_type", "source", "stage", "capability"):
+        obj_id = getattr(record, f"{name}_id", None)
+        return picker.type_code(obj_id) if name == "failure_type" else picker.label(obj_id)
+    if name == "evidence_span":
+        start, end = getattr(record, "evidence_start", None), getattr(record, "evidence_end", None)
+        return "" if start is None else f"{start}-{end}"
+    if name == "from_suggestion":
+        value = getattr(record, "from_suggestion_id", None)
+        return f"#{value}" if value else ""
+    if not hasattr(record, name):
+        return ""
+    value = getattr(record, name)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value or "")
+
+
+def _history_rows(records, picker: Picker, subject) -> list[HistoryRow]:
+    rows = []
+    previous: dict[int, object] = {}
+    for rec in records:
+        before = previous.get(rec.id)
+        changes = []
+        for name, label in HISTORY_FIELDS:
+            old = _history_value(before, name, picker) if before is not None else ""
+            new = _history_value(rec, name, picker) if rec.history_type != "-" else ""
+            if rec.history_type == "-":
+                old = _history_value(rec, name, picker)
+            if old != new:
+                changes.append((label, old, new))
+        who = rec.history_user.get_username() if rec.history_user else "system"
+        rows.append(HistoryRow(rec.history_date, who, subject(rec), ACTIONS.get(rec.history_type, "?"), changes))
+        previous[rec.id] = rec
+    return rows
+
+
+def episode_history(episode: Episode, picker: Picker) -> list[HistoryRow]:
+    """Every create, change and delete of the episode's codings and adjudication, oldest first, with diffs."""
+    codings = list(
+        Coding.history.filter(episode_id=episode.pk).select_related("history_user", "coder").order_by("history_id")
+    )
+    adjudications = list(
+        Adjudication.history.filter(episode_id=episode.pk).select_related("history_user").order_by("history_id")
+    )
+    rows = _history_rows(codings, picker, lambda r: f"{r.coder.get_username()}'s coding")
+    rows += _history_rows(adjudications, picker, lambda r: "adjudication")
+    return sorted(rows, key=lambda r: r.when)
+
+
+def side_by_side(codings: list[Coding], picker: Picker) -> list[tuple[str, bool, list[str]]]:
+    """Rows (label, coders differ, one cell per coding) for the adjudication page."""
+    differ = set(disagreeing_axes(codings))
+
+    def type_cell(c: Coding) -> str:
+        t = picker.type_by_id.get(c.failure_type_id) if c.failure_type_id else None
+        return f"{t.code} {t.name}" if t else "—"
+
+    def axis_cell(c: Coding, axis: str) -> str:
+        value = picker.value_by_id.get(getattr(c, f"{axis}_id") or 0)
+        return value.name if value else "—"
+
+    rows = [("Failure type", "failure_type" in differ, [type_cell(c) for c in codings])]
+    for axis in ("source", "stage", "capability"):
+        rows.append((Axis(axis).label, axis in differ, [axis_cell(c, axis) for c in codings]))
+    rows.append(("Not a failure", "not_a_failure" in differ, ["yes" if c.not_a_failure else "no" for c in codings]))
+    rows.append(
+        ("Needs a new type", "needs_new_type" in differ, ["yes" if c.needs_new_type else "no" for c in codings])
+    )
+    rows.append(("Confidence", False, [c.get_confidence_display() for c in codings]))
+    return rows

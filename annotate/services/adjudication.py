@@ -1,0 +1,88 @@
+"""Writes for adjudication: the final label of an episode whose coders disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from taxonomy.models import AxisValue, FailureType
+
+from ..models import Adjudication, Coding, Episode, EpisodeStatus
+from .studies import CodingValues, coding_values_validate
+
+
+@dataclass(frozen=True)
+class AdjudicationValues:
+    failure_type: FailureType | None = None
+    source: AxisValue | None = None
+    stage: AxisValue | None = None
+    capability: AxisValue | None = None
+    not_a_failure: bool = False
+    needs_new_type: bool = False
+    rationale: str = ""
+
+
+@transaction.atomic
+def adjudication_save(*, episode: Episode, adjudicator, values: AdjudicationValues) -> Adjudication:
+    """Record (or revise) the final codes of `episode` and mark it adjudicated.
+
+    The codes are checked against the study's codebook exactly as a coding is;
+    a rationale is required. History (django-simple-history) keeps every revision
+    with the adjudicator. Raises ValidationError with field errors and writes nothing.
+    """
+    errors: dict[str, str] = {}
+    if not values.rationale.strip():
+        errors["rationale"] = "Give the rationale for the final codes."
+    try:
+        coding_values_validate(
+            values=CodingValues(
+                failure_type=values.failure_type,
+                source=values.source,
+                stage=values.stage,
+                capability=values.capability,
+                not_a_failure=values.not_a_failure,
+                not_a_failure_reason=values.rationale or "-",
+                needs_new_type=values.needs_new_type,
+            ),
+            codebook_id=episode.study.codebook_id,
+        )
+    except ValidationError as exc:
+        errors.update({k: v[0] for k, v in exc.message_dict.items() if k != "not_a_failure_reason"})
+    locked = Episode.objects.select_for_update().get(pk=episode.pk)
+    if not Coding.objects.filter(episode=locked).exists():
+        errors["__all__"] = "This episode has no codings to adjudicate."
+    if errors:
+        raise ValidationError(errors)
+    codes = {
+        "failure_type": values.failure_type,
+        "source": values.source,
+        "stage": values.stage,
+        "capability": values.capability,
+    }
+    if values.not_a_failure:
+        codes = dict.fromkeys(codes)
+    adjudication = Adjudication.objects.filter(episode=locked).first() or Adjudication(episode=locked)
+    adjudication.adjudicator = adjudicator
+    for name, value in codes.items():
+        setattr(adjudication, name, value)
+    adjudication.not_a_failure = values.not_a_failure
+    adjudication.needs_new_type = values.needs_new_type and not values.not_a_failure
+    adjudication.rationale = values.rationale.strip()
+    adjudication._history_user = adjudicator
+    adjudication.save()
+    Episode.objects.filter(pk=locked.pk).update(status=EpisodeStatus.ADJUDICATED)
+    episode.status = EpisodeStatus.ADJUDICATED
+    return adjudication
+
+
+@transaction.atomic
+def adjudication_delete(*, adjudication: Adjudication, user) -> None:
+    """Withdraw an adjudication; the episode goes back to coded or open. History keeps it."""
+    episode = Episode.objects.select_for_update().select_related("study").get(pk=adjudication.episode_id)
+    adjudication._history_user = user
+    adjudication.delete()
+    k = episode.study.coders_per_episode
+    status = EpisodeStatus.CODED if episode.n_codings >= k else EpisodeStatus.OPEN
+    Episode.objects.filter(pk=episode.pk).update(status=status)

@@ -1,0 +1,223 @@
+"""The coding queue: which episode a coder codes next, and the leases that keep overlap at k.
+
+An episode may be worked on by at most k coders (`Study.coders_per_episode`):
+its stored codings plus the live leases of coders who are coding it now. A
+lease is a (episode, coder) row that expires after FAULTLINE_LEASE_MINUTES, so
+an abandoned tab frees its place on its own.
+
+Claims lock the episode row (`select_for_update`, with `skip_locked` where the
+database has it) and count the leases again after the lock is held: under
+READ COMMITTED a statement's snapshot can predate a lease that another
+transaction committed while we waited, so the count in the claiming statement
+alone is not enough.
+
+The queue serves episodes that already have codings first (so episodes reach k
+and become usable for agreement and analysis), and within that in the study's
+order: the stored random order (`Episode.queue_key`) or import order (`id`).
+To keep a request O(1) in the study's size it only looks at a bounded window at
+the head of each (split, number of codings) slice of the queue index; only when
+every window is exhausted does it fall back to a full scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Exists, F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from ..models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
+from .studies import CodingValues, coding_save
+
+# How many episodes at the head of each queue slice one request examines.
+WINDOW = 200
+
+
+class EpisodeFull(Exception):
+    """The episode takes no new coder: it has k codings or leases held by others, or it is adjudicated."""
+
+    def __init__(self, episode: Episode):
+        if episode.status == EpisodeStatus.ADJUDICATED:
+            message = "This episode has been adjudicated; it takes no new codings."
+        else:
+            message = (
+                f"This episode already has its {episode.study.coders_per_episode} coders "
+                "(coded, or being coded by others right now)."
+            )
+        super().__init__(message)
+        self.episode = episode
+
+
+def lease_expiry():
+    return timezone.now() + timedelta(minutes=settings.FAULTLINE_LEASE_MINUTES)
+
+
+def _order_field(study: Study) -> str:
+    return "queue_key" if study.queue_order == QueueOrder.RANDOM else "id"
+
+
+def _others_leases(coder, now) -> Subquery:
+    """Number of live leases on the outer episode held by coders other than `coder`."""
+    live = (
+        Lease.objects.filter(episode=OuterRef("pk"), expires_at__gt=now)
+        .exclude(coder=coder)
+        .order_by()
+        .values("episode")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(live, output_field=IntegerField()), Value(0))
+
+
+def _open_for(study: Study, coder, now) -> QuerySet[Episode]:
+    """Episodes of the study this coder may take now: not coded by them, with room below k."""
+    k = study.coders_per_episode
+    return (
+        Episode.objects.filter(study=study, split__in=study.splits_in_queue, n_codings__lt=k)
+        .exclude(status=EpisodeStatus.ADJUDICATED)
+        .exclude(Exists(Coding.objects.filter(episode=OuterRef("pk"), coder=coder)))
+        .annotate(others=_others_leases(coder, now))
+        .filter(others__lt=Value(k) - F("n_codings"))
+    )
+
+
+def _lockable(qs: QuerySet[Episode]) -> QuerySet[Episode]:
+    skip = connection.features.has_select_for_update_skip_locked
+    return qs.select_for_update(skip_locked=skip, of=("self",) if connection.features.has_select_for_update_of else ())
+
+
+def _window_ids(study: Study) -> list[int]:
+    """Ids at the head of each (split, n_codings) slice of the queue index: k x splits small queries."""
+    order = _order_field(study)
+    ids: list[int] = []
+    for n in range(study.coders_per_episode):
+        for split in study.splits_in_queue:
+            head = Episode.objects.filter(study=study, split=split, n_codings=n).order_by(order)
+            ids.extend(head.values_list("pk", flat=True)[:WINDOW])
+    return ids
+
+
+def _has_room(episode: Episode, coder, now) -> bool:
+    """Re-count under the row lock (a fresh statement sees every committed lease)."""
+    others = Lease.objects.filter(episode=episode, expires_at__gt=now).exclude(coder=coder).count()
+    return episode.n_codings + others < episode.study.coders_per_episode
+
+
+def _lease_take(episode: Episode, coder) -> Lease:
+    """Give `coder` the lease on `episode`, dropping their other leases in the study (one at a time)."""
+    Lease.objects.filter(coder=coder, episode__study_id=episode.study_id).exclude(episode=episode).delete()
+    expires = lease_expiry()
+    lease = Lease.objects.filter(episode=episode, coder=coder).first()
+    if lease is None:
+        return Lease.objects.create(episode=episode, coder=coder, expires_at=expires)
+    lease.expires_at = expires
+    lease.save(update_fields=["expires_at"])
+    return lease
+
+
+def _claim_from(candidates: QuerySet[Episode], study: Study, coder, now, attempts: int = 5) -> Episode | None:
+    order = _order_field(study)
+    tried: list[int] = []
+    for _ in range(attempts):
+        episode = _lockable(candidates.exclude(pk__in=tried)).order_by("-n_codings", order).first()
+        if episode is None:
+            return None
+        episode.study = study
+        if _has_room(episode, coder, now):
+            _lease_take(episode, coder)
+            return episode
+        tried.append(episode.pk)
+    return None
+
+
+@transaction.atomic
+def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode | None:
+    """Claim the next episode for `coder` and return it, or None when nothing is left for them.
+
+    A coder who already holds a live lease in this study gets that episode back,
+    so reloading "next" never hands out a second episode. `skipped` are episode
+    ids the coder skipped recently: they are served again only once nothing
+    else is left.
+    """
+    now = timezone.now()
+    held = (
+        Lease.objects.filter(coder=coder, episode__study=study, expires_at__gt=now)
+        .exclude(episode__codings__coder=coder)
+        .select_related("episode")
+        .order_by("-expires_at")
+        .first()
+    )
+    if held is not None:
+        Lease.objects.filter(pk=held.pk).update(expires_at=lease_expiry())
+        held.episode.study = study
+        return held.episode
+    skipped = list(skipped)
+    base = _open_for(study, coder, now)
+    fresh = base.exclude(pk__in=skipped) if skipped else base
+    episode = _claim_from(fresh.filter(pk__in=_window_ids(study)), study, coder, now)
+    if episode is None:
+        episode = _claim_from(fresh, study, coder, now)
+    if episode is None and skipped:
+        episode = _claim_from(base, study, coder, now)
+    return episode
+
+
+@transaction.atomic
+def lease_claim(*, episode: Episode, coder) -> bool:
+    """Take (or renew) `coder`'s lease on this one episode if it has room; True if they hold it.
+
+    Used when a coder opens an episode directly rather than through the queue.
+    A coder who already coded the episode needs no lease to edit their coding.
+    """
+    now = timezone.now()
+    locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
+    if locked.status == EpisodeStatus.ADJUDICATED:
+        return False
+    if not _has_room(locked, coder, now):
+        return False
+    _lease_take(locked, coder)
+    return True
+
+
+def lease_release(*, episode: Episode, coder) -> int:
+    """Give the episode back (Skip). Returns the number of leases removed."""
+    deleted, _ = Lease.objects.filter(episode=episode, coder=coder).delete()
+    return deleted
+
+
+def leases_expired_delete(*, before=None) -> int:
+    """Housekeeping: delete expired leases (they already count for nothing)."""
+    deleted, _ = Lease.objects.filter(expires_at__lte=before or timezone.now()).delete()
+    return deleted
+
+
+@transaction.atomic
+def coding_submit(
+    *,
+    episode: Episode,
+    coder,
+    values: CodingValues,
+    version: int | None,
+    from_suggestion: Suggestion | None = None,
+) -> Coding:
+    """Save a coder's coding from the coding page, keeping the episode within k coders.
+
+    A first coding needs the coder's live lease or a free place (checked under
+    the episode's row lock, so concurrent first codings cannot exceed k);
+    editing an existing coding is always allowed. The lease ends with the save.
+    Raises EpisodeFull, CodingConflict or ValidationError and then writes nothing.
+    """
+    if not Coding.objects.filter(episode=episode, coder=coder).exists():
+        now = timezone.now()
+        locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
+        mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).exists()
+        if locked.status == EpisodeStatus.ADJUDICATED or (not mine and not _has_room(locked, coder, now)):
+            raise EpisodeFull(locked)
+        episode.n_codings = locked.n_codings
+    coding = coding_save(episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion)
+    Lease.objects.filter(episode=episode, coder=coder).delete()
+    return coding

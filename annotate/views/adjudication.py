@@ -1,0 +1,115 @@
+"""Adjudication: the list of episodes whose coders disagree, and the side-by-side page that settles one."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
+
+from ..access import study_view
+from ..coding_forms import AdjudicationForm
+from ..coding_selectors import (
+    AXIS_LABELS,
+    DISAGREEMENT_AXES,
+    Picker,
+    codebook_picker,
+    coding_code,
+    codings_visible,
+    disagreement_page,
+    episode_codings,
+    side_by_side,
+)
+from ..labels import disagreeing_axes
+from ..models import Adjudication, Study
+from ..services.adjudication import adjudication_save
+from .coding import DISPLAY_LIMIT, axis_groups, episode_text, study_episode
+
+PAGE = 50
+
+
+def _int(value: str | None) -> int:
+    try:
+        return max(int(value or 0), 0)
+    except ValueError:
+        return 0
+
+
+@require_GET
+@study_view("adjudicate")
+def adjudication_list(request: HttpRequest, study: Study) -> HttpResponse:
+    picker = codebook_picker(study.codebook)
+    axis = request.GET.get("axis", "")
+    axis = axis if axis in DISAGREEMENT_AXES else ""
+    type_code = request.GET.get("type", "")
+    failure_type = picker.type_by_code.get(type_code)
+    done = request.GET.get("state") == "adjudicated"
+    rows, next_after = disagreement_page(
+        study, picker, axis=axis, failure_type_id=failure_type.pk if failure_type else None,
+        adjudicated=done, after=_int(request.GET.get("after")), limit=PAGE,
+    )  # fmt: skip
+    context = {
+        "study": study, "picker": picker, "rows": rows, "next_after": next_after, "axis": axis,
+        "type_code": type_code if failure_type else "", "done": done,
+        "unknown_type": type_code if type_code and not failure_type else "", "axis_labels": AXIS_LABELS,
+    }  # fmt: skip
+    template = "annotate/partials/_adjudication_rows.html" if request.htmx else "annotate/adjudication_list.html"
+    return render(request, template, context)
+
+
+def _initial(codings, adjudication: Adjudication | None, source_coding, picker: Picker) -> dict:
+    """Start from the adjudication, or a chosen coder's codes, or the codes all coders agree on."""
+    base = adjudication or source_coding
+    if base is not None:
+        values = {a: coding_code(base, a, picker) for a in ("source", "stage", "capability")}
+        values["failure_type"] = picker.type_code(base.failure_type_id)
+        values.update(not_a_failure=base.not_a_failure, needs_new_type=base.needs_new_type)
+        values["rationale"] = adjudication.rationale if adjudication else ""
+        return values
+    split = set(disagreeing_axes(codings))
+    first = codings[0] if codings else None
+    values = {"rationale": ""}
+    if first is not None:
+        for a in ("source", "stage", "capability"):
+            values[a] = "" if a in split else picker.label(getattr(first, f"{a}_id"))
+        values["failure_type"] = "" if "failure_type" in split else picker.type_code(first.failure_type_id)
+    return values
+
+
+@require_http_methods(["GET", "POST"])
+@study_view("adjudicate")
+def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    episode = study_episode(study, pk)
+    codings = episode_codings(episode)
+    has_own = any(c.coder_id == request.user.pk for c in codings)
+    if not codings_visible(membership=request.membership, episode=episode, has_own=has_own):
+        raise PermissionDenied("This episode is still being coded blind; adjudicate it once it has all its codings.")
+    picker = codebook_picker(study.codebook)
+    adjudication = Adjudication.objects.filter(episode=episode).select_related("adjudicator").first()
+    form = AdjudicationForm(request.POST or None, picker=picker)
+    if request.method == "POST" and form.is_valid():
+        try:
+            adjudication_save(episode=episode, adjudicator=request.user, values=form.values())
+        except ValidationError as exc:
+            for name, errors in exc.message_dict.items():
+                form.add_error(name if name in form.fields else None, errors)
+        else:
+            messages.success(request, f"Episode {episode.pk} adjudicated.")
+            return _after_adjudication(request, study)
+    source = next((c for c in codings if str(c.pk) == request.GET.get("from")), None)
+    values = request.POST.dict() if request.method == "POST" else _initial(codings, adjudication, source, picker)
+    context = {
+        "study": study, "episode": episode, "document": episode.document, "codings": codings, "picker": picker,
+        "adjudication": adjudication, "v": values, "errors": form.errors, "compare": side_by_side(codings, picker),
+        "text": episode_text(episode)[:DISPLAY_LIMIT], "groups": axis_groups(picker, values, form.errors),
+    }  # fmt: skip
+    return render(request, "annotate/adjudicate.html", context, status=400 if request.method == "POST" else 200)
+
+
+def _after_adjudication(request: HttpRequest, study: Study) -> HttpResponse:
+    url = request.POST.get("next") or ""
+    if not url.startswith(f"/studies/{study.slug}/adjudicate/"):
+        url = f"/studies/{study.slug}/adjudicate/"
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

@@ -1,0 +1,139 @@
+"""The coding page: one episode, the coder's form, and (once they have coded it) the others' codings."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
+
+from ..access import study_view
+from ..coding_forms import CodingForm
+from ..coding_selectors import Picker, codebook_picker, codings_visible, episode_codings
+from ..models import Coding, Confidence, Episode, Study
+from ..services.queue import EpisodeFull, coding_submit, lease_claim
+from ..services.studies import CodingConflict
+
+# Rendering a multi-megabyte pasted log would stall the page; the coder gets the
+# head of it and the link to the original.
+DISPLAY_LIMIT = 100_000
+FORM_FIELDS = (
+    "failure_type", "source", "stage", "capability", "not_a_failure", "not_a_failure_reason",
+    "needs_new_type", "confidence", "memo", "evidence", "version", "from_suggestion",
+)  # fmt: skip
+
+
+def episode_text(episode: Episode) -> str:
+    """The text a coder codes: the episode's excerpt if it has one, else the whole document body."""
+    return episode.excerpt or episode.document.body
+
+
+def study_episode(study: Study, pk: int) -> Episode:
+    episode = get_object_or_404(Episode.objects.select_related("document"), pk=pk, study=study)
+    episode.study = study
+    return episode
+
+
+def axis_groups(picker: Picker, values: dict, errors) -> list[tuple]:
+    """(axis, label, [(value, checked)], errors) for the source, stage and capability controls."""
+    return [
+        (axis, label, [(value, value.code == values.get(axis)) for value in axis_values], errors.get(axis))
+        for axis, label, axis_values in picker.groups
+    ]
+
+
+def _values_of(coding: Coding | None, picker: Picker) -> dict:
+    if coding is None:
+        return {"confidence": "medium", "version": ""}
+    return {
+        "failure_type": picker.type_code(coding.failure_type_id),
+        "source": picker.label(coding.source_id),
+        "stage": picker.label(coding.stage_id),
+        "capability": picker.label(coding.capability_id),
+        "not_a_failure": coding.not_a_failure,
+        "not_a_failure_reason": coding.not_a_failure_reason,
+        "needs_new_type": coding.needs_new_type,
+        "confidence": coding.confidence,
+        "memo": coding.memo,
+        "evidence": coding.evidence,
+        "version": coding.version,
+        "from_suggestion": coding.from_suggestion_id or "",
+    }
+
+
+def _posted_values(request: HttpRequest) -> dict:
+    values = {name: request.POST.get(name, "") for name in FORM_FIELDS}
+    values["not_a_failure"] = bool(request.POST.get("not_a_failure"))
+    values["needs_new_type"] = bool(request.POST.get("needs_new_type"))
+    return values
+
+
+def _render(request, study, episode, picker, mine, values, *, status=200, **extra) -> HttpResponse:
+    has_own = mine is not None
+    visible = codings_visible(membership=request.membership, episode=episode, has_own=has_own, on_coding_page=True)
+    others = [c for c in episode_codings(episode) if c.coder_id != request.user.pk] if visible else []
+    picker.attach(*others, extra.get("conflict"))
+    text = episode_text(episode)
+    errors = extra.get("errors") or {}
+    groups = axis_groups(picker, values, errors)
+    context = {
+        "study": study, "episode": episode, "document": episode.document, "picker": picker, "mine": mine,
+        "v": values, "groups": groups, "confidence_choices": Confidence.choices,
+        "non_field_errors": errors.get("__all__"),
+        "chosen_type": picker.type_by_code.get(values.get("failure_type") or ""),
+        "others": others, "blind_hidden": not visible, "text": text[:DISPLAY_LIMIT],
+        "truncated": len(text) > DISPLAY_LIMIT, "errors": {}, "has_place": True, **extra,
+    }  # fmt: skip
+    template = "annotate/partials/_coding_panel.html" if request.htmx else "annotate/coding.html"
+    return render(request, template, context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@study_view("write")
+def coding_page(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    episode = study_episode(study, pk)
+    picker = codebook_picker(study.codebook)
+    mine = Coding.objects.filter(episode=episode, coder=request.user).first()
+    if request.method == "POST":
+        return _coding_post(request, study, episode, picker, mine)
+    has_place = mine is not None or lease_claim(episode=episode, coder=request.user)
+    closed = "" if has_place else str(EpisodeFull(episode))
+    return _render(request, study, episode, picker, mine, _values_of(mine, picker), has_place=has_place, closed=closed)
+
+
+def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
+    form = CodingForm(request.POST, picker=picker, episode=episode, text=episode_text(episode))
+    values, extra = _posted_values(request), {}
+    if form.is_valid():
+        try:
+            coding = coding_submit(
+                episode=episode, coder=request.user, values=form.values(),
+                version=form.cleaned_data["version"] or None, from_suggestion=form.cleaned_data["from_suggestion"],
+            )  # fmt: skip
+        except CodingConflict as exc:
+            values["version"] = exc.current.version if exc.current else ""
+            extra = {"conflict": exc.current, "conflict_values": _values_of(exc.current, picker)}
+            return _render(request, study, episode, picker, exc.current, values, status=409, **extra)
+        except EpisodeFull as exc:
+            return _render(request, study, episode, picker, mine, values, status=409, full_error=str(exc))
+        except ValidationError as exc:
+            for name, errors in exc.message_dict.items():
+                form.add_error(name if name in form.fields else None, errors)
+        else:
+            return _saved(request, study, episode, picker, coding)
+    return _render(request, study, episode, picker, mine, values, status=400, errors=form.errors)
+
+
+def _saved(request, study, episode, picker, coding) -> HttpResponse:
+    if request.POST.get("action") == "next":
+        url = reverse("coding_next", args=[study.slug])
+        messages.success(request, f"Saved your coding of episode {episode.pk}.")
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    if request.htmx:
+        episode.n_codings = Episode.objects.values_list("n_codings", flat=True).get(pk=episode.pk)
+        return _render(request, study, episode, picker, coding, _values_of(coding, picker), saved=True)
+    messages.success(request, f"Saved (version {coding.version}).")
+    return redirect("coding_page", slug=study.slug, pk=episode.pk)

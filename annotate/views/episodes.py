@@ -1,0 +1,35 @@
+"""The episode page: its text, the codings the member may see, the adjudication and (owners) the history."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from ..access import study_view
+from ..coding_selectors import codebook_picker, codings_visible, episode_codings, episode_history
+from ..models import Adjudication, Role, Study
+from .coding import DISPLAY_LIMIT, episode_text, study_episode
+
+
+@require_GET
+@study_view("read")
+def episode_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    episode = study_episode(study, pk)
+    picker = codebook_picker(study.codebook)
+    codings = episode_codings(episode)
+    has_own = any(c.coder_id == request.user.pk for c in codings)
+    visible = codings_visible(membership=request.membership, episode=episode, has_own=has_own)
+    is_owner = request.membership.role == Role.OWNER
+    adjudication = Adjudication.objects.filter(episode=episode).select_related("adjudicator").first()
+    picker.attach(*codings, adjudication)
+    text = episode_text(episode)
+    context = {
+        "study": study, "episode": episode, "document": episode.document, "picker": picker,
+        "membership": request.membership, "codings": codings if visible else [], "n_hidden": len(codings),
+        "blind_hidden": not visible, "has_own": has_own, "text": text[:DISPLAY_LIMIT],
+        "truncated": len(text) > DISPLAY_LIMIT,
+        "adjudication": adjudication if visible else None,
+        "history": episode_history(episode, picker) if is_owner else None,
+    }  # fmt: skip
+    return render(request, "annotate/episode.html", context)

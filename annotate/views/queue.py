@@ -1,0 +1,45 @@
+"""The coder's queue: "next episode" and "skip"."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from ..access import study_view
+from ..coding_selectors import study_progress
+from ..models import Episode, Study
+from ..services.queue import episode_next, lease_release
+
+# Skipped episodes are remembered per study in the session, so "next" does not
+# hand the same one straight back; they come round again once nothing else is left.
+SKIP_MEMORY = 50
+
+
+def _skipped_key(study: Study) -> str:
+    return f"faultline:skipped:{study.pk}"
+
+
+@require_GET
+@study_view("write")
+def coding_next(request: HttpRequest, study: Study) -> HttpResponse:
+    """Claim the next episode for this coder (or give back the one they hold) and go to it."""
+    episode = episode_next(study=study, coder=request.user, skipped=request.session.get(_skipped_key(study), []))
+    if episode is None:
+        context = {"study": study, "progress": study_progress(study, request.membership)}
+        return render(request, "annotate/queue_empty.html", context)
+    return redirect("coding_page", slug=study.slug, pk=episode.pk)
+
+
+@require_POST
+@study_view("write")
+def coding_skip(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """Give the episode back to the queue and move on."""
+    episode = get_object_or_404(Episode, pk=pk, study=study)
+    lease_release(episode=episode, coder=request.user)
+    key = _skipped_key(study)
+    request.session[key] = [pk, *[i for i in request.session.get(key, []) if i != pk]][:SKIP_MEMORY]
+    url = reverse("coding_next", args=[study.slug])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
