@@ -709,7 +709,7 @@ def agreement_document(study: Study, *, bootstrap: int = AGREEMENT_B, seed: int 
                     "ratings": int(res.specific_n[i]),
                 }
                 for i in order
-                if res.specific[i] >= 0 and res.specific_n[i] >= 2
+                if 0 <= res.specific[i] < 1 and res.specific_n[i] >= 2
             ][:10]
     return {
         "schema": "faultline.agreement/1",

@@ -1,0 +1,129 @@
+"""Plain-text renderings of the analysis documents, for the management commands."""
+
+from __future__ import annotations
+
+
+def _pct(x) -> str:
+    return "   -  " if x is None else f"{100 * x:5.1f}%"
+
+
+def _ci(lo, hi) -> str:
+    return "n/a" if lo is None or hi is None else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+
+def _table(doc: dict, grid: list[list], fmt) -> list[str]:
+    caps = [c["code"][:6] for c in doc["axes"]["capabilities"]]
+    lines = ["  " + "stage".ljust(22) + "".join(c.rjust(9) for c in caps)]
+    for stage, row in zip(doc["axes"]["stages"], grid, strict=True):
+        lines.append("  " + stage["code"][:22].ljust(22) + "".join(fmt(v).rjust(9) for v in row))
+    return lines
+
+
+def analysis_text(doc: dict) -> str:
+    p = doc["parameters"]
+    out = [
+        f"Study {doc['study']['slug']} · codebook {p['codebook']} · label rule {p['label_rule']}"
+        + (f" ({p['label_coder']})" if p["label_coder"] else ""),
+        f"B={p['bootstrap']} seed={p['seed']} {p['interval']} {int(100 * p['level'])}% intervals, {p['resampling']}",
+        f"Data as of {doc['data']['as_of'] or '-'} · fingerprint {doc['data']['fingerprint'][:12]}",
+        "",
+    ]
+    for kind in doc["kinds"]:
+        head = f"{kind['label']}: {kind['n_episodes']} episodes in {kind['n_clusters']} clusters"
+        if kind["status"] != "ok":
+            out += [head + f" — not enough data ({kind['reason']})", ""]
+            continue
+        out.append(head)
+        counts, props = kind["counts"], kind["proportions"]
+        grid = [[(c, p_) for c, p_ in zip(cr, pr, strict=True)] for cr, pr in zip(counts, props, strict=True)]
+        out += _table(doc, grid, lambda v: "." if v[0] == 0 else f"{v[0]} {100 * v[1]:.0f}%")
+        out.append("")
+    for diff in doc["differences"]:
+        if diff["status"] != "ok":
+            continue
+        out.append(f"Difference {diff['a']} - {diff['b']} (percentage points; * interval excludes 0)")
+        grid = [
+            [(e, z) for e, z in zip(er, zr, strict=True)]
+            for er, zr in zip(diff["estimate"], diff["excludes_zero"], strict=True)
+        ]
+        out += _table(doc, grid, lambda v: f"{100 * v[0]:+.1f}" + ("*" if v[1] else " "))
+        out.append("")
+    c = doc["contrast"]
+    cell = f"{c['cell']['stage']} x {c['cell']['capability']}"
+    out.append(f"Contrast {c['a']} - {c['b']} in {cell} ({c['cell_chosen'].replace('_', ' ')}):")
+    if c["status"] != "ok":
+        out.append(f"  not enough data ({c['reason']})")
+    else:
+        out.append(
+            f"  {c['a_count']}/{c['a_n']} vs {c['b_count']}/{c['b_n']}: {100 * c['estimate']:+.1f} points, "
+            f"CI {_ci(c['ci_low'], c['ci_high'])}" + (" excludes 0" if c["excludes_zero"] else " includes 0")
+        )
+        for check in c["sensitivity"]:
+            if check["status"] != "ok":
+                out.append(f"  - {check['description']}: not enough data ({check['reason']})")
+                continue
+            verdict = "keeps its sign" if check["keeps_sign"] else "CHANGES SIGN"
+            verdict += ", excludes 0" if check["excludes_zero"] else ", includes 0"
+            out.append(
+                f"  - {check['description']}: {100 * check['estimate']:+.1f} "
+                f"CI {_ci(check['ci_low'], check['ci_high'])} — {verdict}"
+            )
+    ex = doc["excluded"]
+    reasons = ", ".join(f"{k} {v}" for k, v in ex["by_reason"].items()) or "none"
+    out += ["", f"Excluded primary episodes: {ex['total']} ({reasons}); hold-out episodes not in matrices: "
+            f"{ex['holdout_not_in_matrices']}"]  # fmt: skip
+    return "\n".join(out)
+
+
+def _est(e: dict) -> str:
+    if e["value"] is None:
+        return f"n/a ({e['reason']})"
+    ci = "" if e["ci_low"] is None else f" [{e['ci_low']:.3f}, {e['ci_high']:.3f}]"
+    return f"{e['value']:.3f}{ci}"
+
+
+def agreement_text(doc: dict) -> str:
+    p = doc["parameters"]
+    out = [
+        f"Study {doc['study']['slug']} · codebook {p['codebook']} · coders: {', '.join(doc['coders']) or '-'}",
+        f"B={p['bootstrap']} seed={p['seed']}, {int(100 * p['level'])}% intervals resampling episodes",
+        "",
+    ]
+    for axis in doc["axes"]:
+        if axis["status"] != "ok":
+            out.append(f"{axis['axis']}: not enough data ({axis['reason']})")
+            continue
+        out.append(f"{axis['axis']} ({axis['n_episodes']} episodes, {axis['n_ratings']} ratings)")
+        for key, label in (
+            ("percent_agreement", "percent agreement"),
+            ("fleiss_kappa", "Fleiss' kappa"),
+            ("krippendorff_alpha", "Krippendorff's alpha"),
+            ("gwet_ac1", "Gwet's AC1"),
+        ):
+            out.append(f"  {label:22} {_est(axis[key])}")
+        for pair in axis["pairs"]:
+            out.append(f"  {pair['a']} x {pair['b']} (n={pair['n']}): Cohen's kappa {_est(pair['cohen_kappa'])}")
+    if doc["worst_types"]:
+        out += ["", "Least agreed failure types (specific agreement):"]
+        for t in doc["worst_types"]:
+            out.append(f"  {t['code']:8} {t['specific_agreement']:.2f} over {t['ratings']} ratings  {t['name']}")
+    return "\n".join(out)
+
+
+def coverage_text(doc: dict) -> str:
+    c = doc["coverage"]
+    head = f"Study {doc['study']['slug']} · codebook {doc['parameters']['codebook']}"
+    out = [f"{head} · {doc['data']['holdout']} hold-out episodes"]
+    if c["status"] != "ok":
+        out.append(f"Coverage: not enough data ({c['reason']})")
+    else:
+        out.append(
+            f"Coverage: {c['covered']}/{c['n']} coded to an existing type = {100 * c['value']:.1f}% "
+            f"(Wilson {int(100 * doc['parameters']['level'])}% CI {100 * c['ci_low']:.1f}-{100 * c['ci_high']:.1f}%); "
+            f"{c['needs_new_type']} need a new type"
+        )
+    ex = doc["excluded"]
+    out.append(f"Excluded: {ex['total']} ({', '.join(f'{k} {v}' for k, v in ex['by_reason'].items()) or 'none'})")
+    for e in doc["new_type_episodes"]:
+        out.append(f"  needs a new type: episode {e['id']} ({e['kind']}) {e['title']}")
+    return "\n".join(out)

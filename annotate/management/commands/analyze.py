@@ -1,0 +1,37 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.analysis import ParameterError, analysis_document, codebook_axes, parse_params
+from annotate.analysis_text import analysis_text
+from annotate.management.analysis_cli import progress_bar, study_or_error
+
+
+class Command(BaseCommand):
+    help = "Stage x capability matrices per document kind, cluster-bootstrap intervals and sensitivity checks."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True, metavar="SLUG")
+        parser.add_argument("--bootstrap", metavar="B", help="replicates (default 2000)")
+        parser.add_argument("--seed", metavar="S", help="random seed (default 0)")
+        parser.add_argument("--cell", metavar="STAGE:CAPABILITY", help="default: the largest difference")
+        parser.add_argument("--contrast", metavar="KIND_A-KIND_B", help="default: github_issue-literature")
+        parser.add_argument("--cap", metavar="M", help="episodes per cluster in the cap check (default 5)")
+        parser.add_argument("--bca", action="store_true", help="BCa instead of percentile intervals")
+        parser.add_argument("--json", action="store_true", help="print the JSON document")
+
+    def handle(self, *args, study, json: bool, bca: bool, **opts):
+        s = study_or_error(study)
+        try:
+            params = parse_params(
+                codebook_axes(s), bca=bca, **{k: opts[k] for k in ("bootstrap", "seed", "cell", "contrast", "cap")}
+            )
+        except ParameterError as exc:
+            raise CommandError(str(exc)) from exc
+        with progress_bar(self.stderr, "bootstrap", "blocks") as progress:
+            doc = analysis_document(s, params, progress=progress)
+        self.stdout.write(_dumps(doc) if json else analysis_text(doc))
+
+
+def _dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
