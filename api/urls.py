@@ -4,11 +4,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from .views import codebooks, jobs, studies
+from .views import codebooks, exports, incidents, jobs, studies
 
 router = DefaultRouter()
 router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")
 router.register("studies", studies.StudyViewSet, basename="study")
+router.register("incidents", incidents.IncidentViewSet, basename="incident")
 
 # Plain paths under /api/v1/ (for endpoints that are not viewsets).
 v1_paths = [
@@ -19,6 +20,8 @@ v1_paths = [
     path("studies/<slug:slug>/suggest/", jobs.SuggestStart.as_view(), name="api-suggest"),
     path("studies/<slug:slug>/analysis/", jobs.AnalysisStart.as_view(), name="api-analysis"),
     path("jobs/<int:pk>/", jobs.JobDetail.as_view(), name="api-job"),
+    path("studies/<slug:slug>/export/", exports.ExportView.as_view(), name="api-export"),
+    path("jobs/<int:pk>/file/", exports.JobFile.as_view(), name="api-job-file"),
 ]
 
 urlpatterns = [

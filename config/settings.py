@@ -216,6 +216,8 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or None
 FAULTLINE_LLM_MODEL = os.environ.get("FAULTLINE_LLM_MODEL", "gpt-4o-mini")
 FAULTLINE_LLM_TIMEOUT = envfloat("FAULTLINE_LLM_TIMEOUT", 60.0)
 FAULTLINE_LLM_MAX_RETRIES = envint("FAULTLINE_LLM_MAX_RETRIES", 4)
+# First retry waits up to this long; each further retry doubles it (full jitter, capped at 20 s).
+FAULTLINE_LLM_BACKOFF_BASE_S = envfloat("FAULTLINE_LLM_BACKOFF_BASE_S", 0.5)
 FAULTLINE_LLM_CONCURRENCY = envint("FAULTLINE_LLM_CONCURRENCY", 4)
 FAULTLINE_LLM_PRICE_INPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_INPUT_PER_M", 0.0)
 FAULTLINE_LLM_PRICE_OUTPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_OUTPUT_PER_M", 0.0)
@@ -263,6 +265,12 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ArtifactKindEnum": "annotate.models.Artifact.Kind",
+        "DocumentKindEnum": "annotate.models.DocumentKind",
+        "TriageStatusEnum": "annotate.models.TriageStatus",
+        "JobStatusEnum": "annotate.models.JobStatus",
+    },
 }
 
 CACHES = {
