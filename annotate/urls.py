@@ -1,6 +1,8 @@
 from django.urls import path
 
 from .views import adjudication, coding, coding_settings, episodes, health, jobs, members, queue, studies, tokens
+from .views import documents as document_views
+from .views import incidents as incident_views
 
 urlpatterns = [
     path("", studies.study_list, name="study_list"),
@@ -14,7 +16,28 @@ urlpatterns = [
     path("studies/<slug:slug>/episodes/<int:pk>/adjudicate/", adjudication.adjudication_page, name="adjudication_page"),
     path("studies/<slug:slug>/adjudicate/", adjudication.adjudication_list, name="adjudication_list"),
     path("studies/<slug:slug>/settings/coding/", coding_settings.coding_settings, name="study_coding_settings"),
+    path("studies/<slug:slug>/documents/", document_views.document_list, name="document_list"),
+    path("studies/<slug:slug>/documents/<int:pk>/", document_views.document_detail, name="document_detail"),
+    path(
+        "studies/<slug:slug>/documents/<int:pk>/episodes/",
+        document_views.document_episode_add,
+        name="document_episode_add",
+    ),
+    path(
+        "studies/<slug:slug>/documents/<int:pk>/episodes/<int:episode_pk>/split/",
+        document_views.document_episode_split,
+        name="document_episode_split",
+    ),
+    path(
+        "studies/<slug:slug>/documents/<int:pk>/episodes/<int:episode_pk>/delete/",
+        document_views.document_episode_delete,
+        name="document_episode_delete",
+    ),
+    path("studies/<slug:slug>/import/", document_views.study_import, name="study_import"),
     path("jobs/<int:pk>/", jobs.job_status, name="job_status"),
+    path("studies/<slug:slug>/incidents/", incident_views.triage_board, name="triage_board"),
+    path("studies/<slug:slug>/incidents/<int:pk>/", incident_views.incident_detail, name="incident_detail"),
+    path("studies/<slug:slug>/incidents/<int:pk>/move/", incident_views.incident_move_view, name="incident_move"),
     path("profile/tokens/", tokens.profile_tokens, name="profile_tokens"),
     path("profile/tokens/<int:pk>/revoke/", tokens.profile_token_revoke, name="profile_token_revoke"),
 ]

@@ -1,0 +1,102 @@
+"""The triage board: open incidents grouped by responsibility source, moved new -> triaged -> resolved."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from ..access import study_view
+from ..incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
+from ..models import Document, DocumentKind, Membership, Role, Study, TriageStatus
+from ..services.incidents import SEVERITIES, incident_move
+
+# A screenshot sent inline is shown only if it is plainly a base64 raster image.
+DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")
+SHOW_CHARS = 100_000
+
+
+def _board_context(request: HttpRequest, study: Study, data) -> dict:
+    f = BoardFilters.from_query(data)
+    groups, total = incident_board(study, f)
+    services = study.documents.filter(kind=DocumentKind.INCIDENT).values_list("cluster", flat=True).distinct()
+    assignees = Membership.objects.filter(study=study, role__in=(Role.OWNER, Role.CODER)).select_related("user")
+    return {
+        "study": study, "membership": request.membership, "groups": groups, "total": total, "filters": f,
+        "services": sorted(set(services)), "severities": SEVERITIES, "ages": list(AGES),
+        "statuses": list(STATUS_FILTERS), "assignees": [m.user for m in assignees],
+        "types": study.codebook.failure_types.order_by("order").only("code", "name"),
+    }  # fmt: skip
+
+
+@require_GET
+@study_view("read")
+def triage_board(request: HttpRequest, study: Study) -> HttpResponse:
+    context = _board_context(request, study, request.GET)
+    template = "annotate/partials/_triage_board.html" if request.htmx else "annotate/triage_board.html"
+    return render(request, template, context)
+
+
+@require_POST
+@study_view("write")
+def incident_move_view(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    document = get_object_or_404(Document, study=study, kind=DocumentKind.INCIDENT, pk=pk)
+    assignee_id = request.POST.get("assignee", "")
+    assignee = None
+    if assignee_id.isdigit():
+        member = Membership.objects.filter(study=study, user_id=int(assignee_id)).select_related("user").first()
+        assignee = member.user if member else None
+    error = ""
+    try:
+        incident_move(
+            document=document, user=request.user, to_status=request.POST.get("status", ""), assignee=assignee,
+            note=request.POST.get("note", "")[:5000],
+        )  # fmt: skip
+    except ValidationError as exc:
+        error = " ".join(" ".join(v) for v in exc.message_dict.values())
+    if request.htmx:
+        context = {**_board_context(request, study, request.POST), "error": error, "error_for": document.pk}
+        return render(request, "annotate/partials/_triage_board.html", context, status=400 if error else 200)
+    if error:
+        messages.error(request, f"{document.title[:80]}: {error}")
+    else:
+        messages.success(request, f"Moved “{document.title[:80]}” to {request.POST.get('status')}.")
+    if request.POST.get("next") == "detail":
+        return redirect("incident_detail", slug=study.slug, pk=document.pk)
+    return redirect("triage_board", slug=study.slug)
+
+
+def _artifact_views(document: Document) -> list[dict]:
+    out = []
+    for a in document.artifacts.all():
+        image = a.content.strip() if a.kind == "screenshot" and DATA_IMAGE.match(a.content.strip()) else ""
+        out.append({"artifact": a, "image": image, "text": "" if image else a.content[:SHOW_CHARS],
+                    "truncated": not image and len(a.content) > SHOW_CHARS})  # fmt: skip
+    return out
+
+
+@require_GET
+@study_view("read")
+def incident_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    document = get_object_or_404(
+        Document.objects.select_related("assignee"), study=study, kind=DocumentKind.INCIDENT, pk=pk
+    )
+    trace = document.raw.get("trace") if isinstance(document.raw, dict) else None
+    context = {
+        "study": study, "membership": request.membership, "incident": document,
+        "responsibility": responsibilities(study, [document])[document.pk],
+        "artifacts": _artifact_views(document),
+        "events": document.triage_events.select_related("actor", "assignee"),
+        "trace": json.dumps(trace, indent=2, ensure_ascii=False)[:SHOW_CHARS] if trace is not None else "",
+        "similar": similar_incidents(study, document),
+        "statuses": TriageStatus.choices,
+        "assignees": [m.user for m in Membership.objects.filter(study=study, role__in=(Role.OWNER, Role.CODER))
+                      .select_related("user")],
+        "episode": document.episodes.order_by("order").first(),
+    }  # fmt: skip
+    return render(request, "annotate/incident_detail.html", context)
