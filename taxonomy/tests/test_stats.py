@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import krippendorff
@@ -85,7 +86,7 @@ def test_it_gives_the_same_replicates_whatever_the_chunks_and_threads():
     threaded = stats.replicate_blocks([d1, d2], B=B, seed=5, threads=3)
     total = stats.n_blocks(B)
     for cuts in ([0, 1, total], [0, 2, 3, 5, total], list(range(total + 1))):
-        parts = [stats.replicate_blocks([d1, d2], B=B, seed=5, start=a, stop=b) for a, b in zip(cuts, cuts[1:])]
+        parts = [stats.replicate_blocks([d1, d2], B=B, seed=5, start=a, stop=b) for a, b in itertools.pairwise(cuts)]
         for i in range(2):
             assert np.array_equal(np.vstack([p[i] for p in parts]), whole[i])
     for w, t in zip(whole, threaded, strict=True):
