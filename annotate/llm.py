@@ -1,0 +1,386 @@
+"""The LLM suggester: the only module that imports openai.
+
+It works with OpenAI and any OpenAI-compatible server (vLLM, llama.cpp server,
+Ollama) through OPENAI_API_KEY, OPENAI_BASE_URL and FAULTLINE_LLM_MODEL.
+
+- The prompt is built from the study's codebook (axes; each type's definition,
+  indicators and example; the decision rules) and hashed into `prompt_version`.
+- The answer is requested as structured output (a JSON schema whose codes are
+  enums of the codebook). A server that rejects `json_schema` gets plain JSON
+  mode instead. Either way `answer_validate` checks every field here: unknown
+  codes or unparsable JSON give an Answer with `error` and no codes; an evidence
+  quote that is not verbatim in the episode is dropped and the answer flagged.
+- Reliability: our own retries (the SDK's are off) with exponential backoff and
+  full jitter on 429, 5xx, timeouts and connection errors, up to
+  FAULTLINE_LLM_MAX_RETRIES; a request timeout; and at most
+  FAULTLINE_LLM_CONCURRENCY requests in flight per study, counted in the cache
+  so that all workers sharing it (Redis in production) respect it.
+- Cost: tokens from `usage`, priced with FAULTLINE_LLM_PRICE_*_PER_M.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import openai
+from django.conf import settings
+from django.core.cache import cache
+
+from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec
+
+log = logging.getLogger(__name__)
+
+PROMPT_TEMPLATE_VERSION = "1"
+MAX_PROMPT_TEXT_CHARS = 24_000
+SCHEMA_NAME = "faultline_suggestion"
+
+
+class LLMConfigError(Exception):
+    """The server refuses us outright (bad key, unknown model): retrying or continuing the batch is pointless."""
+
+
+# --- prompt and schema ---------------------------------------------------------------------------
+
+
+def answer_schema(spec: CodebookSpec) -> dict:
+    """The JSON schema of an answer, with the codebook's codes as enums (strict-mode compatible)."""
+    candidate = {
+        "type": "object",
+        "properties": {
+            "failure_type": {"type": "string", "enum": list(spec.type_codes)},
+            **{axis: {"type": "string", "enum": list(spec.axis_codes(axis))} for axis in AXES},
+            "confidence": {"type": "number", "description": "0 to 1"},
+            "rationale": {"type": "string"},
+            "evidence": {"type": "string", "description": "a verbatim quote from the episode text"},
+        },
+        "required": ["failure_type", *AXES, "confidence", "rationale", "evidence"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "not_a_failure": {"type": "boolean"},
+            "candidates": {"type": "array", "items": candidate, "description": f"up to {MAX_CANDIDATES}, best first"},
+        },
+        "required": ["not_a_failure", "candidates"],
+        "additionalProperties": False,
+    }
+
+
+def system_prompt(spec: CodebookSpec) -> str:
+    """The instructions and the whole codebook, as the model reads them."""
+    lines = [
+        "You code failure episodes of LLM-agent workflows against a failure taxonomy "
+        f"(codebook {spec.label}). Read the episode text and answer with JSON only.",
+        "",
+        'Answer shape: {"not_a_failure": bool, "candidates": [...]} with up to '
+        f"{MAX_CANDIDATES} candidates, best first. Each candidate names one failure_type, one source, "
+        "one stage and one capability (codes below, exactly as written), a confidence from 0 to 1, "
+        "a rationale naming the indicators you saw, and evidence: a short quote copied verbatim "
+        "(character for character) from the episode text. Use an empty string when nothing can be quoted.",
+        "Set not_a_failure to true (candidates may then be empty) when the text reports no failure "
+        "of an agent workflow, e.g. a question, a feature request or a closed-as-user-error note.",
+        "",
+        "## Axes",
+    ]
+    for axis in AXES:
+        lines.append(f"### {axis}")
+        lines += [f"- {v.code}: {v.name}. {v.definition}" for v in spec.axes[axis]]
+    lines += ["", "## Failure types"]
+    for t in spec.types:
+        lines.append(f"### {t.code} {t.name} ({t.category})")
+        lines.append(f"Definition: {t.definition}")
+        if t.indicators:
+            lines.append("Indicators: " + "; ".join(t.indicators))
+        lines.append(f"Example: {t.example}")
+        lines.append(
+            f"Typical: source {t.typical_source}; stages {', '.join(t.typical_stages)}; "
+            f"capabilities {', '.join(t.typical_capabilities)}"
+        )
+    if spec.rules:
+        lines += ["", "## Decision rules for boundary cases"]
+        lines += [f"- {r.rule_id} ({', '.join(r.applies_to)}): {r.rule}" for r in spec.rules]
+    return "\n".join(lines)
+
+
+def user_message(text: str) -> str:
+    if len(text) > MAX_PROMPT_TEXT_CHARS:
+        text = text[:MAX_PROMPT_TEXT_CHARS] + "\n[... truncated]"
+    return f"Episode text:\n<<<\n{text}\n>>>"
+
+
+def prompt_version_for(spec: CodebookSpec) -> str:
+    """sha256 of everything that shapes the request except the episode: prompt, schema, template version."""
+    payload = json.dumps(
+        {"v": PROMPT_TEMPLATE_VERSION, "system": system_prompt(spec), "schema": answer_schema(spec)}, sort_keys=True
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def answer_validate(spec: CodebookSpec, text: str, content: str | None) -> Answer:
+    """Check a raw model answer against the codebook and the episode text.
+
+    Unparsable JSON, a wrong shape or a code outside the codebook → an Answer with
+    `error` and no candidates. A quote not found verbatim in `text` is dropped and
+    the answer flagged; the codes stay.
+    """
+    try:
+        data = json.loads(content or "")
+    except (TypeError, ValueError) as exc:
+        return Answer(error=f"invalid JSON from the model: {exc}"[:500])
+    if not isinstance(data, dict) or not isinstance(data.get("candidates", None), list):
+        return Answer(error="answer is not an object with a candidates list")
+    naf = data.get("not_a_failure", False)
+    if not isinstance(naf, bool):
+        return Answer(error="not_a_failure must be true or false")
+    allowed = {"failure_type": set(spec.type_codes), **{axis: set(spec.axis_codes(axis)) for axis in AXES}}
+    candidates, flagged, notes = [], False, []
+    for n, raw in enumerate(data["candidates"][:MAX_CANDIDATES], start=1):
+        if not isinstance(raw, dict):
+            return Answer(error=f"candidate {n} is not an object")
+        for field_name, codes in allowed.items():
+            value = raw.get(field_name)
+            if not isinstance(value, str) or value not in codes:
+                return Answer(error=f"candidate {n}: {field_name} {value!r} is not in the codebook")
+        confidence = raw.get("confidence")
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
+            return Answer(error=f"candidate {n}: confidence {confidence!r} is not a number from 0 to 1")
+        evidence = raw.get("evidence") or ""
+        if not isinstance(evidence, str):
+            return Answer(error=f"candidate {n}: evidence is not a string")
+        if evidence and evidence not in text:
+            flagged = True
+            notes.append(f"candidate {n}: dropped a quote not found in the episode: {evidence[:200]!r}")
+            evidence = ""
+        rationale = raw.get("rationale") or ""
+        candidates.append(
+            Candidate(
+                failure_type=raw["failure_type"],
+                source=raw["source"],
+                stage=raw["stage"],
+                capability=raw["capability"],
+                confidence=round(float(confidence), 4),
+                rationale=str(rationale)[:4000],
+                evidence=evidence[:2000],
+            )
+        )
+    if not candidates and not naf:
+        return Answer(error="the answer has no candidates and does not say it is not a failure")
+    if len(data["candidates"]) > MAX_CANDIDATES:
+        notes.append(f"kept the first {MAX_CANDIDATES} of {len(data['candidates'])} candidates")
+    return Answer(not_a_failure=naf, candidates=tuple(candidates), evidence_flagged=flagged, notes=tuple(notes))
+
+
+# --- the per-study concurrency limit -------------------------------------------------------------
+
+
+@contextmanager
+def study_slot(study_id: int | None, limit: int, hold_s: float):
+    """Hold one of `limit` request slots of a study while the block runs.
+
+    Slots are cache keys taken with add() (atomic in Redis and in the local-memory
+    cache); they expire after `hold_s` so a killed worker cannot hold one forever.
+    """
+    if study_id is None:
+        yield
+        return
+    token = uuid.uuid4().hex
+    key = None
+    while key is None:
+        for i in range(limit):
+            candidate = f"faultline:llm-slot:{study_id}:{i}"
+            if cache.add(candidate, token, timeout=max(1, int(hold_s))):
+                key = candidate
+                break
+        else:
+            time.sleep(0.01 + random.random() * 0.02)
+    try:
+        yield
+    finally:
+        if cache.get(key) == token:
+            cache.delete(key)
+
+
+# --- the client ----------------------------------------------------------------------------------
+
+
+def make_client(*, timeout: float | None = None) -> openai.OpenAI:
+    """An OpenAI client from the settings; its own retries are off because we retry (and count) here."""
+    return openai.OpenAI(
+        api_key=settings.OPENAI_API_KEY or "missing",
+        base_url=settings.OPENAI_BASE_URL,
+        timeout=timeout if timeout is not None else settings.FAULTLINE_LLM_TIMEOUT,
+        max_retries=0,
+    )
+
+
+@dataclass
+class CallStats:
+    requests: int = 0
+    retries: int = 0
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | openai.RateLimitError):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class LLMSuggester:
+    """Suggestions from an OpenAI-compatible chat completions endpoint."""
+
+    backend = "openai"
+
+    def __init__(
+        self,
+        spec: CodebookSpec,
+        *,
+        study_id: int | None = None,
+        client: openai.OpenAI | None = None,
+        model: str | None = None,
+        concurrency: int | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        backoff_base: float | None = None,
+        backoff_max: float = 20.0,
+    ):
+        self.spec = spec
+        self.study_id = study_id
+        self.timeout = timeout if timeout is not None else settings.FAULTLINE_LLM_TIMEOUT
+        self.client = client or make_client(timeout=self.timeout)
+        self.model = model or settings.FAULTLINE_LLM_MODEL
+        self.concurrency = max(1, concurrency or settings.FAULTLINE_LLM_CONCURRENCY)
+        self.max_retries = settings.FAULTLINE_LLM_MAX_RETRIES if max_retries is None else max_retries
+        self.backoff_base = settings.FAULTLINE_LLM_BACKOFF_BASE_S if backoff_base is None else backoff_base
+        self.backoff_max = backoff_max
+        self.prompt_version = prompt_version_for(spec)
+        self._system = system_prompt(spec)
+        self._schema = answer_schema(spec)
+        self._structured = True  # cleared once the server rejects json_schema
+        self._lock = threading.Lock()
+        self.stats = CallStats()
+
+    def _response_format(self) -> dict:
+        if self._structured:
+            return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": self._schema}}
+        return {"type": "json_object"}
+
+    def _create(self, text: str):
+        with study_slot(self.study_id, self.concurrency, hold_s=self.timeout * 2 + 5):
+            with self._lock:
+                self.stats.requests += 1
+            return self.client.chat.completions.create(
+                model=self.model,
+                temperature=0,
+                messages=[
+                    {"role": "system", "content": self._system},
+                    {"role": "user", "content": user_message(text)},
+                ],
+                response_format=self._response_format(),
+            )
+
+    def _create_with_retries(self, text: str):
+        attempt = 0
+        while True:
+            try:
+                return self._create(text)
+            except openai.BadRequestError as exc:
+                message = str(exc).lower()
+                if self._structured and ("response_format" in message or "json_schema" in message):
+                    log.warning("server rejects json_schema output; falling back to JSON mode")
+                    self._structured = False
+                    continue
+                raise
+            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
+                raise LLMConfigError(f"the LLM server refused the request: {exc}") from exc
+            except openai.APIError as exc:
+                if not _retryable(exc) or attempt >= self.max_retries:
+                    raise
+                delay = random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
+                hinted = _retry_after(exc)
+                if hinted is not None:
+                    delay = min(self.backoff_max, max(delay, hinted))
+                attempt += 1
+                with self._lock:
+                    self.stats.retries += 1
+                log.info("LLM request failed (%s); retry %d in %.2fs", type(exc).__name__, attempt, delay)
+                time.sleep(delay)
+
+    def suggest_text(self, text: str) -> Answer:
+        """One validated answer for `text` (errors are answers with `error` set, never exceptions)."""
+        try:
+            response = self._create_with_retries(text)
+        except LLMConfigError:
+            raise
+        except openai.APIError as exc:
+            kind = "timed out" if isinstance(exc, openai.APITimeoutError) else f"failed: {exc}"
+            return Answer(error=f"LLM request {kind} (after {self.max_retries + 1} attempts at most)"[:1000])
+        usage = getattr(response, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        cost = (
+            tokens_in * settings.FAULTLINE_LLM_PRICE_INPUT_PER_M
+            + tokens_out * settings.FAULTLINE_LLM_PRICE_OUTPUT_PER_M
+        ) / 1_000_000
+        choice = response.choices[0] if response.choices else None
+        message = choice.message if choice is not None else None
+        if message is not None and getattr(message, "refusal", None):
+            answer = Answer(error=f"the model refused: {message.refusal}"[:1000])
+        else:
+            answer = answer_validate(self.spec, text, message.content if message is not None else None)
+        return Answer(
+            not_a_failure=answer.not_a_failure,
+            candidates=answer.candidates,
+            evidence_flagged=answer.evidence_flagged,
+            error=answer.error,
+            notes=answer.notes,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost=cost,
+        )
+
+    def suggest_many(self, texts: list[str], on_answer: Callable[[int, Answer], None]) -> None:
+        """Answer every text with up to `concurrency` requests in flight; `on_answer` runs in the calling thread."""
+        if not texts:
+            return
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(texts))) as pool:
+            futures = {pool.submit(self.suggest_text, t): j for j, t in enumerate(texts)}
+            try:
+                for future in as_completed(futures):
+                    on_answer(futures[future], future.result())
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+    def suggest_texts(self, texts: list[str], episode_ids: list[int | None] | None = None) -> list[Answer]:
+        """Answers in input order (for the audit and the benchmark)."""
+        out: list[Answer | None] = [None] * len(texts)
+
+        def keep(j: int, answer: Answer) -> None:
+            out[j] = answer
+
+        self.suggest_many(texts, keep)
+        return [a for a in out if a is not None]

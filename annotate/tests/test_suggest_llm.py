@@ -1,0 +1,250 @@
+"""The openai backend, through the real openai client against a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from annotate.jobs import job_run
+from annotate.llm import LLMConfigError, LLMSuggester, answer_validate, prompt_version_for
+from annotate.models import Job, JobStatus, Suggestion, SuggestionStatus
+from annotate.services.suggestions import suggestion_batch_start, suggestions_make
+from annotate.suggest_base import cache_key, codebook_spec, episode_text
+from annotate.tests.llm_server import FakeLLMServer
+
+BODY = "The agent hit 429 Too Many Requests from the provider and gave up after one try."
+
+
+@pytest.fixture
+def llm(settings):
+    server = FakeLLMServer().start()
+    settings.OPENAI_API_KEY = "sk-test-dummy"
+    settings.OPENAI_BASE_URL = server.base_url
+    settings.FAULTLINE_LLM_MODEL = "fake-model-1"
+    settings.FAULTLINE_LLM_TIMEOUT = 5.0
+    settings.FAULTLINE_LLM_MAX_RETRIES = 2
+    settings.FAULTLINE_LLM_BACKOFF_BASE_S = 0.01
+    settings.FAULTLINE_LLM_CONCURRENCY = 4
+    settings.FAULTLINE_LLM_PRICE_INPUT_PER_M = 2.5
+    settings.FAULTLINE_LLM_PRICE_OUTPUT_PER_M = 10.0
+    yield server
+    server.stop()
+
+
+def _run(study, **kw):
+    return suggestions_make(study=study, backend="openai", **kw)
+
+
+def test_it_stores_a_valid_structured_answer_with_tokens_cost_and_cache_key(llm, study, make_episode, codes):
+    ep = make_episode(study, body=BODY)
+    result = _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert (s.backend, s.model, s.error, s.status) == ("openai", "fake-model-1", "", SuggestionStatus.PENDING)
+    assert s.failure_type == codes.type("EXT-01") and s.source == codes.source("tool_service")
+    assert s.stage == codes.stage("iterative_execution") and s.capability == codes.capability("actuation")
+    assert [c["failure_type"] for c in s.candidates] == ["EXT-01", "TUS-03"]
+    assert s.confidence == pytest.approx(0.8) and s.evidence in episode_text(ep) and s.evidence
+    assert not s.evidence_flagged
+    assert (s.input_tokens, s.output_tokens) == (1200, 150)
+    assert s.cost == Decimal("0.004500")  # 1200 * 2.5 / 1e6 + 150 * 10 / 1e6
+    assert result["cost"] == pytest.approx(0.0045) and result["suggested"] == 1
+    spec = codebook_spec(study.codebook)
+    assert s.prompt_version == prompt_version_for(spec) and len(s.prompt_version) == 64
+    assert s.cache_key == cache_key("fake-model-1", s.prompt_version, episode_text(ep))
+    # The request asked for structured output with the codebook's codes as enums, at temperature 0.
+    request = llm.requests[0]
+    fmt = request["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    item = fmt["json_schema"]["schema"]["properties"]["candidates"]["items"]["properties"]
+    assert set(item["failure_type"]["enum"]) == set(spec.type_codes) and len(item["failure_type"]["enum"]) == 65
+    assert item["source"]["enum"] == list(spec.axis_codes("source"))
+    system = request["messages"][0]["content"]
+    assert "TUS-03" in system and "Indicators:" in system and "Example:" in system and "R01" in system
+    assert BODY in request["messages"][1]["content"]
+
+
+def test_it_never_sends_the_same_request_twice(llm, study, make_episode):
+    make_episode(study, body=BODY)
+    make_episode(study, body="Another failure: the planner looped forever.")
+    _run(study)
+    assert len(llm.requests) == 2
+    again = _run(study)
+    assert len(llm.requests) == 2 and again["episodes"] == 0
+    assert Suggestion.objects.count() == 2
+
+
+def test_it_stores_invalid_json_as_an_error_without_codes_and_retries_it_in_place(llm, study, make_episode):
+    ep = make_episode(study, body=BODY)
+    llm.script = ["invalid_json"]
+    result = _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert "invalid JSON" in s.error and s.status == SuggestionStatus.FAILED
+    assert s.failure_type is None and s.source is None and s.candidates == [] and s.confidence is None
+    assert s.input_tokens == 1200  # the failed answer still cost tokens
+    assert result["errors"] == 1 and result["suggested"] == 0
+    # The next batch asks again (an error is not a suggestion) and updates the same row.
+    _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert s.error == "" and s.failure_type.code == "EXT-01" and s.input_tokens == 2400
+    assert len(llm.requests) == 2
+
+
+def test_it_never_stores_a_code_outside_the_codebook(llm, study, make_episode):
+    ep = make_episode(study, body=BODY)
+    llm.script = ["unknown_code"]
+    _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert "ZZZ-99" in s.error and "not in the codebook" in s.error
+    assert s.failure_type is None and s.candidates == [] and s.status == SuggestionStatus.FAILED
+    assert not Suggestion.objects.filter(candidates__icontains="ZZZ").exists()
+
+
+def test_it_retries_a_429_and_then_stores_the_answer(llm, study, make_episode):
+    ep = make_episode(study, body=BODY)
+    llm.script = ["429", "valid"]
+    _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert s.error == "" and s.failure_type.code == "EXT-01"
+    assert llm.modes == ["429", "valid"]
+
+
+def test_it_gives_up_after_the_maximum_retries_on_500(llm, study, make_episode, settings):
+    ep = make_episode(study, body=BODY)
+    llm.default = "500"
+    _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert s.error.startswith("LLM request failed") and s.failure_type is None
+    assert len(llm.requests) == settings.FAULTLINE_LLM_MAX_RETRIES + 1
+
+
+def test_it_recovers_from_a_500(llm, study, make_episode):
+    ep = make_episode(study, body=BODY)
+    llm.script = ["500", "valid"]
+    _run(study)
+    assert Suggestion.objects.get(episode=ep).failure_type.code == "EXT-01"
+
+
+def test_it_times_out_a_hanging_server(llm, study, make_episode, settings):
+    ep = make_episode(study, body=BODY)
+    settings.FAULTLINE_LLM_TIMEOUT = 0.3
+    settings.FAULTLINE_LLM_MAX_RETRIES = 1
+    llm.hang_s = 2.0
+    llm.default = "hang"
+    started = time.monotonic()
+    _run(study)
+    elapsed = time.monotonic() - started
+    s = Suggestion.objects.get(episode=ep)
+    assert "timed out" in s.error and s.failure_type is None
+    assert len(llm.requests) == 2 and elapsed < 2.0
+
+
+def test_it_drops_a_quote_that_is_not_in_the_episode_and_flags_it(llm, study, make_episode):
+    ep = make_episode(study, body=BODY)
+    llm.script = ["bad_quote"]
+    _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert s.evidence_flagged and s.evidence == "" and s.candidates[0]["evidence"] == ""
+    assert s.failure_type.code == "EXT-01" and s.error == ""
+
+
+def test_it_falls_back_to_json_mode_when_the_server_lacks_structured_output(llm, study, make_episode):
+    ep = make_episode(study, body=BODY)
+    llm.default = "no_schema"
+    make_episode(study, body="A second episode of the agent failing.")
+    _run(study)
+    assert Suggestion.objects.get(episode=ep).failure_type.code == "EXT-01"
+    types = [r["response_format"]["type"] for r in llm.requests]
+    # Requests already in flight may each be refused once; after that only JSON mode is used.
+    assert types[0] == "json_schema" and types.count("json_object") == 2 and types.count("json_schema") <= 2
+
+
+def test_it_stores_a_not_a_failure_answer_without_codes(llm, study, make_episode):
+    ep = make_episode(study, body="Thanks, closing this.")
+    llm.script = ["not_a_failure"]
+    _run(study)
+    s = Suggestion.objects.get(episode=ep)
+    assert s.not_a_failure and s.error == "" and s.failure_type is None
+
+
+def test_it_keeps_requests_in_flight_under_the_per_study_limit(llm, study, make_episode, settings):
+    settings.FAULTLINE_LLM_CONCURRENCY = 2
+    llm.delay_s = 0.15
+    for i in range(6):
+        make_episode(study, body=f"Episode {i}: the tool call failed again.")
+    _run(study)
+    assert llm.max_inflight == 2 and Suggestion.objects.filter(error="").count() == 6
+
+
+def test_it_fails_the_batch_on_a_rejected_key(llm, study, make_episode):
+    make_episode(study, body=BODY)
+    llm.default = "401"
+    with pytest.raises(LLMConfigError):
+        _run(study)
+    assert len(llm.requests) == 1 and Suggestion.objects.count() == 0
+
+
+def test_it_runs_a_batch_as_a_suggest_job_with_the_llm_when_a_key_is_set(llm, study, make_episode, bob):
+    ep = make_episode(study, body=BODY)
+    job = suggestion_batch_start(study=study, user=bob)
+    job = job_run(job_id=job.pk) or Job.objects.get(pk=job.pk)
+    assert job.kind == "suggest" and job.params["backend"] == "openai" and job.status == JobStatus.SUCCESS
+    assert job.result["suggested"] == 1 and job.done == job.total == 1
+    assert Suggestion.objects.get(episode=ep).job_id == job.pk
+
+
+def test_it_refuses_the_openai_backend_without_a_key(study, bob, settings):
+    settings.OPENAI_API_KEY = ""
+    with pytest.raises(ValidationError):
+        suggestion_batch_start(study=study, user=bob, backend="openai")
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ("not json", "invalid JSON"),
+        ('{"candidates": "EXT-01"}', "candidates list"),
+        ('{"not_a_failure": false, "candidates": []}', "no candidates"),
+        (
+            '{"not_a_failure": false, "candidates": [{"failure_type": "EXT-01", "source": "tool_service", '
+            '"stage": "iterative_execution", "capability": "actuation", "confidence": 1.5}]}',
+            "confidence",
+        ),
+        (
+            '{"not_a_failure": false, "candidates": [{"failure_type": "EXT-01", "source": "moon", '
+            '"stage": "iterative_execution", "capability": "actuation", "confidence": 0.5}]}',
+            "source 'moon'",
+        ),
+    ],
+)
+def test_it_validates_every_field_of_an_answer(codebook, content, error):
+    answer = answer_validate(codebook_spec(codebook), "text", content)
+    assert error in answer.error and answer.candidates == ()
+
+
+def test_it_keeps_at_most_three_candidates(codebook):
+    import json
+
+    c = {
+        "failure_type": "EXT-01",
+        "source": "tool_service",
+        "stage": "setup",
+        "capability": "actuation",
+        "confidence": 0.2,
+        "rationale": "",
+        "evidence": "text",
+    }
+    content = json.dumps({"not_a_failure": False, "candidates": [c] * 5})
+    answer = answer_validate(codebook_spec(codebook), "some text", content)
+    assert len(answer.candidates) == 3 and answer.candidates[0].evidence == "text"
+
+
+def test_it_changes_the_prompt_version_with_the_codebook(codebook):
+    from dataclasses import replace
+
+    spec = codebook_spec(codebook)
+    other = replace(spec, types=spec.types[:-1])
+    assert prompt_version_for(spec) != prompt_version_for(other)
+    assert LLMSuggester(spec, client=object()).prompt_version == prompt_version_for(spec)
