@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from .views import codebooks, exports, incidents, jobs, studies
+from .views import analysis, codebooks, exports, incidents, jobs, studies
 
 router = DefaultRouter()
 router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")
@@ -20,6 +20,9 @@ v1_paths = [
     path("studies/<slug:slug>/suggest/", jobs.SuggestStart.as_view(), name="api-suggest"),
     path("studies/<slug:slug>/analysis/", jobs.AnalysisStart.as_view(), name="api-analysis"),
     path("jobs/<int:pk>/", jobs.JobDetail.as_view(), name="api-job"),
+    path("studies/<slug:slug>/matrix/", analysis.MatrixView.as_view(), name="api-matrix"),
+    path("studies/<slug:slug>/agreement/", analysis.AgreementView.as_view(), name="api-agreement"),
+    path("studies/<slug:slug>/coverage/", analysis.CoverageView.as_view(), name="api-coverage"),
     path("studies/<slug:slug>/export/", exports.ExportView.as_view(), name="api-export"),
     path("jobs/<int:pk>/file/", exports.JobFile.as_view(), name="api-job-file"),
 ]

@@ -1,0 +1,243 @@
+"""Query parameters and response shapes of the analysis endpoints (for validation and the OpenAPI schema).
+
+The documents themselves are built by annotate.analysis; these serializers
+describe them so the schema tells clients what they get.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework import serializers
+
+from annotate.analysis import AGREEMENT_B, DEFAULT_B
+
+
+class MatrixQuerySerializer(serializers.Serializer):
+    bootstrap = serializers.IntegerField(
+        required=False,
+        min_value=100,
+        help_text=f"Cluster-bootstrap replicates B (default {DEFAULT_B}). Above "
+        f"FAULTLINE_BOOTSTRAP_JOB_THRESHOLD ({settings.FAULTLINE_BOOTSTRAP_JOB_THRESHOLD:,}) the analysis runs as "
+        "a job: POST studies/{slug}/analysis/; a finished job with the same parameters and data is served here.",
+    )
+    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**32 - 1, help_text="Random seed.")
+    cell = serializers.CharField(
+        required=False, help_text="STAGE:CAPABILITY codes of the contrast cell; default the largest difference."
+    )
+    contrast = serializers.CharField(
+        required=False, help_text="KIND_A-KIND_B, e.g. github_issue-literature (the default)."
+    )
+    cap = serializers.IntegerField(
+        required=False, min_value=1, max_value=10000, help_text="At most this many episodes per cluster (check)."
+    )
+    bca = serializers.BooleanField(required=False, default=False, help_text="BCa instead of percentile intervals.")
+
+
+class AgreementQuerySerializer(serializers.Serializer):
+    bootstrap = serializers.IntegerField(
+        required=False, default=AGREEMENT_B, min_value=100, max_value=20000, help_text="Replicates over episodes."
+    )
+    seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**32 - 1)
+
+
+class EstimateSerializer(serializers.Serializer):
+    value = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    reason = serializers.CharField(help_text="Why the value or interval is missing, if it is.")
+
+
+class StudyRefSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+
+
+class CodeCountSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    name = serializers.CharField()
+    count = serializers.IntegerField()
+    proportion = serializers.FloatField(allow_null=True)
+
+
+class DistributionsSerializer(serializers.Serializer):
+    failure_type = CodeCountSerializer(many=True)
+    category = CodeCountSerializer(many=True)
+    source = CodeCountSerializer(many=True)
+
+
+def grid(help_text: str, null: bool = True):
+    return serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField()), allow_null=null, help_text=help_text
+    )
+
+
+class KindSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["github_issue", "literature", "incident"])
+    label = serializers.CharField()
+    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    reason = serializers.CharField()
+    n_episodes = serializers.IntegerField()
+    n_clusters = serializers.IntegerField()
+    largest_cluster = serializers.DictField(allow_null=True)
+    counts = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField()), help_text="stages x capabilities"
+    )
+    row_totals = serializers.ListField(child=serializers.IntegerField())
+    col_totals = serializers.ListField(child=serializers.IntegerField())
+    proportions = grid("Cell share of the kind's episodes; null without episodes.")
+    ci_low = grid("Lower interval limits; null without enough data.")
+    ci_high = grid("Upper interval limits; null without enough data.")
+    distributions = DistributionsSerializer()
+    excluded = serializers.DictField(child=serializers.IntegerField(), help_text="Excluded episodes by reason.")
+
+
+class DifferenceSerializer(serializers.Serializer):
+    a = serializers.CharField()
+    b = serializers.CharField()
+    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    reason = serializers.CharField()
+    estimate = grid("p_a - p_b per cell.", null=False)
+    ci_low = grid("Lower limits; null without enough data.")
+    ci_high = grid("Upper limits; null without enough data.")
+    excludes_zero = serializers.ListField(
+        child=serializers.ListField(child=serializers.BooleanField()), allow_null=True
+    )
+
+
+class CheckSerializer(serializers.Serializer):
+    check = serializers.ChoiceField(
+        choices=["leave_one_cluster_out", "cluster_cap", "drop_largest_cluster", "record_bootstrap"]
+    )
+    description = serializers.CharField()
+    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    reason = serializers.CharField()
+    estimate = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    keeps_sign = serializers.BooleanField(allow_null=True)
+    excludes_zero = serializers.BooleanField(allow_null=True)
+    detail = serializers.DictField()
+
+
+class ContrastSerializer(serializers.Serializer):
+    a = serializers.CharField()
+    b = serializers.CharField()
+    cell = serializers.DictField(child=serializers.CharField())
+    cell_chosen = serializers.ChoiceField(choices=["given", "largest_difference"])
+    a_count = serializers.IntegerField()
+    a_n = serializers.IntegerField()
+    b_count = serializers.IntegerField()
+    b_n = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    reason = serializers.CharField()
+    estimate = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    excludes_zero = serializers.BooleanField(allow_null=True)
+    sensitivity_bootstrap = serializers.IntegerField(required=False, allow_null=True)
+    sensitivity = CheckSerializer(many=True)
+
+
+class ExcludedSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    by_reason = serializers.DictField(child=serializers.IntegerField())
+    holdout_not_in_matrices = serializers.IntegerField(required=False)
+
+
+class DataSnapshotSerializer(serializers.Serializer):
+    as_of = serializers.DateTimeField(
+        allow_null=True, help_text="Latest change to codings, adjudications or documents."
+    )
+    fingerprint = serializers.CharField(help_text="sha256 of the labels analysed.")
+    episodes = serializers.IntegerField(required=False)
+    labelled_primary = serializers.IntegerField(required=False)
+    holdout = serializers.IntegerField()
+
+
+class AnalysisDocumentSerializer(serializers.Serializer):
+    schema = serializers.CharField(help_text="faultline.analysis/1")
+    study = StudyRefSerializer()
+    parameters = serializers.DictField(
+        help_text="bootstrap, seed, level, interval, resampling, block, cap, subsamples, codebook, label_rule, "
+        "label_coder"
+    )
+    data = DataSnapshotSerializer()
+    axes = serializers.DictField(help_text="stages and capabilities: lists of {code, name}, the matrix order.")
+    kinds = KindSerializer(many=True)
+    differences = DifferenceSerializer(many=True)
+    contrast = ContrastSerializer()
+    excluded = ExcludedSerializer()
+    generated_at = serializers.DateTimeField()
+
+
+class PairSerializer(serializers.Serializer):
+    a = serializers.CharField()
+    b = serializers.CharField()
+    n = serializers.IntegerField()
+    percent_agreement = EstimateSerializer()
+    cohen_kappa = EstimateSerializer()
+    confusion = serializers.DictField(help_text="labels (codes either coder used) and matrix (rows: coder a).")
+
+
+class AxisAgreementSerializer(serializers.Serializer):
+    axis = serializers.ChoiceField(choices=["failure_type", "category", "source", "stage", "capability", "overall"])
+    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    reason = serializers.CharField()
+    n_episodes = serializers.IntegerField()
+    n_ratings = serializers.IntegerField()
+    n_categories = serializers.IntegerField()
+    percent_agreement = EstimateSerializer()
+    fleiss_kappa = EstimateSerializer()
+    krippendorff_alpha = EstimateSerializer()
+    gwet_ac1 = EstimateSerializer()
+    pairs = PairSerializer(many=True)
+
+
+class WorstTypeSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    name = serializers.CharField()
+    specific_agreement = serializers.FloatField()
+    ratings = serializers.IntegerField()
+
+
+class AgreementDocumentSerializer(serializers.Serializer):
+    schema = serializers.CharField(help_text="faultline.agreement/1")
+    study = StudyRefSerializer()
+    parameters = serializers.DictField()
+    coders = serializers.ListField(child=serializers.CharField())
+    axes = AxisAgreementSerializer(many=True)
+    worst_types = WorstTypeSerializer(many=True)
+    generated_at = serializers.DateTimeField()
+
+
+class CoverageSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    reason = serializers.CharField()
+    covered = serializers.IntegerField()
+    needs_new_type = serializers.IntegerField()
+    n = serializers.IntegerField()
+    value = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+
+
+class KindCoverageSerializer(CoverageSerializer):
+    kind = serializers.CharField()
+
+
+class NewTypeEpisodeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    title = serializers.CharField()
+
+
+class CoverageDocumentSerializer(serializers.Serializer):
+    schema = serializers.CharField(help_text="faultline.coverage/1")
+    study = StudyRefSerializer()
+    parameters = serializers.DictField()
+    data = DataSnapshotSerializer()
+    coverage = CoverageSerializer()
+    by_kind = KindCoverageSerializer(many=True)
+    excluded = ExcludedSerializer()
+    new_type_episodes = NewTypeEpisodeSerializer(many=True)
+    generated_at = serializers.DateTimeField()
