@@ -74,7 +74,7 @@ def grid(help_text: str, null: bool = True):
 class KindSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["github_issue", "literature", "incident"])
     label = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
     n_episodes = serializers.IntegerField()
     n_clusters = serializers.IntegerField()
@@ -94,7 +94,7 @@ class KindSerializer(serializers.Serializer):
 class DifferenceSerializer(serializers.Serializer):
     a = serializers.CharField()
     b = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
     estimate = grid("p_a - p_b per cell.", null=False)
     ci_low = grid("Lower limits; null without enough data.")
@@ -109,7 +109,7 @@ class CheckSerializer(serializers.Serializer):
         choices=["leave_one_cluster_out", "cluster_cap", "drop_largest_cluster", "record_bootstrap"]
     )
     description = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
     estimate = serializers.FloatField(allow_null=True)
     ci_low = serializers.FloatField(allow_null=True)
@@ -128,7 +128,7 @@ class ContrastSerializer(serializers.Serializer):
     a_n = serializers.IntegerField()
     b_count = serializers.IntegerField()
     b_n = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
     estimate = serializers.FloatField(allow_null=True)
     ci_low = serializers.FloatField(allow_null=True)
@@ -181,7 +181,7 @@ class PairSerializer(serializers.Serializer):
 
 class AxisAgreementSerializer(serializers.Serializer):
     axis = serializers.ChoiceField(choices=["failure_type", "category", "source", "stage", "capability", "overall"])
-    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
     n_episodes = serializers.IntegerField()
     n_ratings = serializers.IntegerField()
@@ -211,7 +211,7 @@ class AgreementDocumentSerializer(serializers.Serializer):
 
 
 class CoverageSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=["ok", "not_enough_data"])
+    status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
     covered = serializers.IntegerField()
     needs_new_type = serializers.IntegerField()
