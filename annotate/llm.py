@@ -287,7 +287,7 @@ class LLMSuggester:
             return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": self._schema}}
         return {"type": "json_object"}
 
-    def _create(self, text: str):
+    def _create(self, text: str, response_format: dict):
         with study_slot(self.study_id, self.concurrency, hold_s=self.timeout * 2 + 5):
             with self._lock:
                 self.stats.requests += 1
@@ -298,18 +298,21 @@ class LLMSuggester:
                     {"role": "system", "content": self._system},
                     {"role": "user", "content": user_message(text)},
                 ],
-                response_format=self._response_format(),
+                response_format=response_format,
             )
 
     def _create_with_retries(self, text: str):
         attempt = 0
         while True:
+            response_format = self._response_format()
             try:
-                return self._create(text)
+                return self._create(text, response_format)
             except openai.BadRequestError as exc:
                 message = str(exc).lower()
-                if self._structured and ("response_format" in message or "json_schema" in message):
-                    log.warning("server rejects json_schema output; falling back to JSON mode")
+                structured = response_format["type"] == "json_schema"
+                if structured and ("response_format" in message or "json_schema" in message):
+                    if self._structured:
+                        log.warning("server rejects json_schema output; falling back to JSON mode")
                     self._structured = False
                     continue
                 raise
