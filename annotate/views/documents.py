@@ -1,0 +1,133 @@
+"""The documents list, a document's page with its episodes, episode splitting, and the import upload."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from ..access import study_view
+from ..document_selectors import DocumentFilters, document_labels, documents_page
+from ..models import Document, DocumentKind, Episode, Role, Split, Study
+from ..services.documents import episode_delete, episode_excerpt_create, episode_split_set
+from ..services.imports import import_upload_start, upload_max_bytes
+
+BODY_DISPLAY_LIMIT = 100_000
+
+
+def _cursor(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+@require_GET
+@study_view("read")
+def document_list(request: HttpRequest, study: Study) -> HttpResponse:
+    filters = DocumentFilters.from_query(request.GET)
+    page = documents_page(study, filters, after=_cursor(request.GET.get("after")),
+                          before=_cursor(request.GET.get("before")))  # fmt: skip
+    for doc in page.rows:
+        doc.label_list = document_labels(doc)
+        doc.episode_stats = page.episodes.get(doc.pk, {})
+    context = {
+        "study": study, "page": page, "filters": filters, "query": filters.as_query(),
+        "kinds": DocumentKind.choices, "splits": Split.choices,
+    }  # fmt: skip
+    template = "annotate/partials/_documents.html" if request.htmx else "annotate/documents.html"
+    return render(request, template, context)
+
+
+def _meta_rows(meta: dict) -> list[tuple[str, str]]:
+    def show(value) -> str:
+        if isinstance(value, list):
+            return "; ".join(str(v) for v in value)
+        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
+
+    return [(key.replace("_", " "), show(value)) for key, value in sorted(meta.items())]
+
+
+def _episodes_context(request: HttpRequest, study: Study, document: Document, **extra) -> dict:
+    episodes = list(Episode.objects.filter(document=document).order_by("order", "pk"))
+    is_owner = request.membership.role == Role.OWNER
+    return {"study": study, "document": document, "episodes": episodes, "is_owner": is_owner, **extra}
+
+
+@require_GET
+@study_view("read")
+def document_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    document = get_object_or_404(Document, pk=pk, study=study)
+    shown = document.body[:BODY_DISPLAY_LIMIT]
+    context = _episodes_context(
+        request, study, document, body_shown=shown, body_truncated=len(document.body) > len(shown),
+        labels=document_labels(document), meta=_meta_rows(document.meta),
+    )  # fmt: skip
+    return render(request, "annotate/document.html", context)
+
+
+def _episodes_response(request: HttpRequest, study: Study, document: Document, error: str = "") -> HttpResponse:
+    if request.htmx:
+        context = _episodes_context(request, study, document, error=error)
+        return render(request, "annotate/partials/_episodes.html", context)
+    if error:
+        messages.error(request, error)
+    return redirect("document_detail", slug=study.slug, pk=document.pk)
+
+
+@require_POST
+@study_view("owner")
+def document_episode_add(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """Split: add an episode from the owner's text selection (offsets into the body)."""
+    document = get_object_or_404(Document, pk=pk, study=study)
+    try:
+        episode_excerpt_create(document=document, start=int(request.POST.get("start", "")),
+                               end=int(request.POST.get("end", "")), text=request.POST.get("text"))  # fmt: skip
+    except ValueError:
+        return _episodes_response(request, study, document, "Select some text first.")
+    except ValidationError as exc:
+        return _episodes_response(request, study, document, " ".join(exc.messages))
+    return _episodes_response(request, study, document)
+
+
+@require_POST
+@study_view("owner")
+def document_episode_split(request: HttpRequest, study: Study, pk: int, episode_pk: int) -> HttpResponse:
+    episode = get_object_or_404(Episode.objects.select_related("document"), pk=episode_pk, document_id=pk, study=study)
+    try:
+        episode_split_set(episode=episode, split=request.POST.get("split", ""))
+    except ValidationError as exc:
+        return _episodes_response(request, study, episode.document, " ".join(exc.messages))
+    return _episodes_response(request, study, episode.document)
+
+
+@require_POST
+@study_view("owner")
+def document_episode_delete(request: HttpRequest, study: Study, pk: int, episode_pk: int) -> HttpResponse:
+    episode = get_object_or_404(Episode.objects.select_related("document"), pk=episode_pk, document_id=pk, study=study)
+    try:
+        episode_delete(episode=episode)
+    except ValidationError as exc:
+        return _episodes_response(request, study, episode.document, " ".join(exc.messages))
+    return _episodes_response(request, study, episode.document)
+
+
+@require_POST
+@study_view("owner")
+def study_import(request: HttpRequest, study: Study) -> HttpResponse:
+    """Upload a file to import; the import runs as a Job whose progress the fragment polls."""
+    context = {"study": study, "max_upload_mb": settings.FAULTLINE_MAX_UPLOAD_MB, "max_bytes": upload_max_bytes()}
+    try:
+        job = import_upload_start(study=study, user=request.user, uploaded_file=request.FILES.get("file"),
+                                  include_prs=request.POST.get("include_prs") == "on")  # fmt: skip
+    except ValidationError as exc:
+        context["error"] = " ".join(exc.messages)
+        if request.htmx:  # htmx swaps only 2xx answers; the fragment carries the error
+            return render(request, "annotate/partials/_import.html", context)
+        return render(request, "annotate/import_error.html", context, status=400)
+    if request.htmx:
+        job.refresh_from_db()  # an eager (broker-less) run has already finished it
+        return render(request, "annotate/partials/_import.html", {**context, "job": job})
+    return redirect("job_status", pk=job.pk)
