@@ -127,9 +127,17 @@ class SuggestStart(APIView):
 
 class AnalysisRequestSerializer(serializers.Serializer):
     bootstrap = serializers.IntegerField(
-        default=1000, min_value=1, max_value=100000, help_text="Cluster-bootstrap replicates (B)."
+        required=False, allow_null=True, help_text="Cluster-bootstrap replicates B (100 up to the server's maximum)."
     )
-    seed = serializers.IntegerField(default=0, min_value=0, max_value=2**32 - 1, help_text="Random seed.")
+    seed = serializers.IntegerField(required=False, allow_null=True, help_text="Random seed (0 to 2^32-1).")
+    cell = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, help_text="A STAGE:CAPABILITY cell to contrast."
+    )
+    contrast = serializers.CharField(
+        required=False, allow_blank=True, max_length=100, help_text="KIND_A-KIND_B, e.g. github_issue-literature."
+    )
+    cap = serializers.IntegerField(required=False, allow_null=True, help_text="Cap per cluster (1-10000).")
+    bca = serializers.BooleanField(required=False, help_text="Bias-corrected and accelerated intervals.")
 
 
 class AnalysisStart(APIView):
@@ -145,7 +153,14 @@ class AnalysisStart(APIView):
         responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
     )
     def post(self, request: Request, slug: str) -> Response:
+        from annotate.analysis import MAX_B, ParameterError, codebook_axes, parse_params
+
         serializer = AnalysisRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        job = job_start(kind="bootstrap", study=request.study, user=request.user, params=serializer.validated_data)
+        params = {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
+        try:  # the handler's own validation, run up front so a bad request is a 400, not a failed job
+            parse_params(codebook_axes(request.study), **params, max_bootstrap=MAX_B)
+        except ParameterError as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+        job = job_start(kind="bootstrap", study=request.study, user=request.user, params=params)
         return _job_response(job)
