@@ -1,6 +1,7 @@
 from django.urls import path
 
 from .views import adjudication, coding, coding_settings, episodes, health, jobs, members, queue, studies, tokens
+from .views import analysis as analysis_views
 from .views import documents as document_views
 from .views import incidents as incident_views
 
@@ -35,6 +36,18 @@ urlpatterns = [
     ),
     path("studies/<slug:slug>/import/", document_views.study_import, name="study_import"),
     path("jobs/<int:pk>/", jobs.job_status, name="job_status"),
+    path("studies/<slug:slug>/analysis/", analysis_views.analysis_page, name="analysis_page"),
+    path("studies/<slug:slug>/analysis/run/", analysis_views.analysis_run, name="analysis_run"),
+    path(
+        "studies/<slug:slug>/analysis/cell/<str:kind>/<str:stage>/<str:capability>/",
+        analysis_views.analysis_cell,
+        name="analysis_cell",
+    ),
+    path(
+        "studies/<slug:slug>/analysis/<str:name>.<str:fmt>", analysis_views.analysis_figure, name="analysis_figure"
+    ),
+    path("studies/<slug:slug>/agreement/", analysis_views.agreement_page, name="agreement_page"),
+    path("studies/<slug:slug>/coverage/", analysis_views.coverage_page, name="coverage_page"),
     path("studies/<slug:slug>/incidents/", incident_views.triage_board, name="triage_board"),
     path("studies/<slug:slug>/incidents/<int:pk>/", incident_views.incident_detail, name="incident_detail"),
     path("studies/<slug:slug>/incidents/<int:pk>/move/", incident_views.incident_move_view, name="incident_move"),

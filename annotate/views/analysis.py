@@ -1,0 +1,197 @@
+"""Analysis pages: matrices with their contrast and sensitivity panel, agreement, hold-out coverage,
+the episodes of one cell, and every figure as SVG, PNG, CSV or JSON.
+
+The pages render the same documents the commands and the API produce
+(annotate.analysis); nothing here computes a statistic of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from .. import figures
+from ..access import study_view
+from ..analysis import (
+    KIND_LABELS,
+    KINDS,
+    ParameterError,
+    agreement_document,
+    analysis_document,
+    cell_episodes,
+    codebook_axes,
+    coverage_document,
+    finished_bootstrap,
+    parse_params,
+)
+from ..analysis_tasks import over_threshold
+from ..jobs import job_start
+from ..models import Job, Study
+
+PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca")
+FORMATS = {"svg": "image/svg+xml", "png": "image/png", "csv": "text/csv; charset=utf-8", "json": "application/json"}
+
+
+def _document(request: HttpRequest, study: Study, *, sensitivity: bool = True):
+    """(doc, params, errors, job): the analysis for the query string, or why there is none."""
+    axes = codebook_axes(study)
+    raw = {k: request.GET.get(k) for k in PARAMS}
+    try:
+        params = parse_params(axes, **raw)
+    except ParameterError as exc:
+        return None, None, exc.errors, None
+    job_id = request.GET.get("job", "")
+    if job_id.isdigit():
+        job = get_object_or_404(Job, pk=int(job_id), study=study, kind="bootstrap")
+        return (job.result if job.status == "success" else None), params, {}, job
+    if over_threshold(params.bootstrap):
+        return finished_bootstrap(study, params), params, {}, None
+    return analysis_document(study, params, sensitivity=sensitivity), params, {}, None
+
+
+def _query(request: HttpRequest, **changes) -> str:
+    q = request.GET.copy()
+    for k, v in changes.items():
+        if v is None:
+            q.pop(k, None)
+        else:
+            q[k] = v
+    return q.urlencode()
+
+
+@require_GET
+@study_view("read")
+def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
+    doc, params, errors, job = _document(request, study)
+    big = params is not None and over_threshold(params.bootstrap)
+    context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
+               "params": params, "query": _query(request), "kinds": [(k, KIND_LABELS[k]) for k in KINDS],
+               "axes": codebook_axes(study), "big": big}  # fmt: skip
+    if doc is not None:
+        context.update(_panels(request, study, doc))
+    template = "annotate/partials/_sensitivity.html" if request.htmx and doc else "annotate/analysis.html"
+    return render(request, template, context, status=400 if errors else 200)
+
+
+def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
+    c = doc["contrast"]
+
+    def cell_url(kind, stage, capability):
+        return reverse("analysis_cell", args=[study.slug, kind, stage, capability])
+
+    heatmaps = [
+        {"section": k, "rows": figures.heatmap_rows(doc, k["kind"], cell_url) if k["status"] == "ok" else []}
+        for k in doc["kinds"]
+        if k["n_episodes"] or k["kind"] in (c["a"], c["b"])
+    ]
+    diff = figures.difference_rows(doc, c["a"], c["b"], c["cell"]) if c["status"] == "ok" else None
+    return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK}
+
+
+@require_GET
+@study_view("read")
+def analysis_cell(request: HttpRequest, study: Study, kind: str, stage: str, capability: str) -> HttpResponse:
+    found = cell_episodes(study, kind, stage, capability)
+    if found is None:
+        raise Http404("No such cell")
+    context = {"study": study, "kind": kind, "kind_label": KIND_LABELS[kind], "stage": stage,
+               "capability": capability, **found}  # fmt: skip
+    return render(request, "annotate/analysis_cell.html", context)
+
+
+@require_GET
+@study_view("read")
+def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> HttpResponse:
+    """`name` is a kind, `difference` (the contrast), or `analysis` (the whole document, JSON only)."""
+    if fmt not in FORMATS or name not in (*KINDS, "difference", "analysis"):
+        raise Http404("No such figure")
+    doc, _, errors, _ = _document(request, study, sensitivity=name == "analysis")
+    if errors:
+        return JsonResponse({"errors": errors}, status=400)
+    if doc is None:
+        raise Http404("Run the analysis first")
+    a, b = doc["contrast"]["a"], doc["contrast"]["b"]
+    filename = f"{study.slug}-{name}.{fmt}"
+    if fmt == "json":
+        body = doc if name == "analysis" else _section(doc, name)
+        content: bytes | str = json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False)
+    elif name == "analysis":
+        raise Http404("The whole analysis is JSON only")
+    elif fmt == "csv":
+        content = figures.difference_csv(doc, a, b) if name == "difference" else figures.kind_csv(doc, name)
+    else:
+        fig = figures.difference_figure(doc, a, b) if name == "difference" else figures.kind_figure(doc, name)
+        content = figures.render(fig, fmt)
+    response = HttpResponse(content, content_type=FORMATS[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _section(doc: dict, name: str) -> dict:
+    common = {k: doc[k] for k in ("schema", "study", "parameters", "data", "axes")}
+    if name == "difference":
+        c = doc["contrast"]
+        return {**common, "difference": figures._difference(doc, c["a"], c["b"]), "contrast": c}
+    return {**common, "kind": next(k for k in doc["kinds"] if k["kind"] == name)}
+
+
+@require_POST
+@study_view("write")
+def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
+    """Start a large-B bootstrap as a job (coders and owners), then show its progress on the analysis page."""
+    try:
+        params = parse_params(codebook_axes(study), **{k: request.POST.get(k) for k in PARAMS})
+    except ParameterError as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect(reverse("analysis_page", args=[study.slug]))
+    job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca}
+    job_params.update({k: request.POST[k] for k in ("cell", "contrast") if request.POST.get(k)})
+    job = job_start(kind="bootstrap", study=study, user=request.user, params=job_params)
+    query = urlencode({**job_params, "bca": "1" if params.bca else "", "job": job.pk})
+    return redirect(reverse("analysis_page", args=[study.slug]) + f"?{query}")
+
+
+@require_GET
+@study_view("read")
+def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
+    try:
+        bootstrap = int(request.GET.get("bootstrap") or 1000)
+        seed = int(request.GET.get("seed") or 0)
+    except ValueError:
+        bootstrap, seed = -1, -1
+    if not (100 <= bootstrap <= 20000 and 0 <= seed < 2**32):
+        return render(request, "annotate/agreement.html", {"study": study, "error": True}, status=400)
+    doc = agreement_document(study, bootstrap=bootstrap, seed=seed)
+    if request.GET.get("format") == "json":
+        return _download(study, "agreement", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    axis = request.GET.get("axis") or "failure_type"
+    chosen = next((a for a in doc["axes"] if a["axis"] == axis), doc["axes"][0])
+    for pair in chosen["pairs"]:
+        labels = pair["confusion"]["labels"]
+        pair["rows"] = [
+            {"label": lab, "cells": [{"n": v, "diag": i == j} for j, v in enumerate(row)]}
+            for i, (lab, row) in enumerate(zip(labels, pair["confusion"]["matrix"], strict=True))
+        ]
+    context = {"study": study, "membership": request.membership, "doc": doc, "chosen": chosen}
+    return render(request, "annotate/agreement.html", context)
+
+
+@require_GET
+@study_view("read")
+def coverage_page(request: HttpRequest, study: Study) -> HttpResponse:
+    doc = coverage_document(study)
+    if request.GET.get("format") == "json":
+        return _download(study, "coverage", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    return render(request, "annotate/coverage.html", {"study": study, "membership": request.membership, "doc": doc})
+
+
+def _download(study: Study, name: str, content: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=FORMATS["json"])
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-{name}.json"'
+    return response
