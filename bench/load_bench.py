@@ -1,0 +1,351 @@
+#!/usr/bin/env python
+"""Load: 20 coders for 60 s against gunicorn (4 workers), PostgreSQL and a Celery worker.
+
+Each coder logs in through the real form (CSRF and session) and loops
+next episode → coding page → save. Two API clients stream JSONL exports and one
+posts incidents. All traffic goes to 127.0.0.1 and every loop is bounded in
+count and time. At the end every save that a client saw succeed is looked up
+in the database: it must be there exactly once, with the values it was sent.
+
+    python bench/load_bench.py            # 20 coders, 60 s
+    python bench/load_bench.py --quick    # 4 coders, 8 s (the test suite runs this)
+
+Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres;
+the bench creates and drops its own database) and Redis (CELERY_BROKER_URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+SLUG = "loadbench"
+PASSWORD = "load-bench-" + secrets.token_hex(8)
+CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+VERSION_RE = re.compile(r'name="version" value="(\d*)"')
+EPISODE_RE = re.compile(r"/episodes/(\d+)/code/")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.latency: dict[str, list[float]] = defaultdict(list)
+        self.errors: list[str] = []
+        self.saves: list[tuple[int, str, str]] = []  # (episode id, username, memo) the client saw succeed
+        self.requests = 0
+
+    def time(self, endpoint: str, started: float) -> None:
+        with self.lock:
+            self.latency[endpoint].append((time.perf_counter() - started) * 1000)
+            self.requests += 1
+
+    def error(self, what: str) -> None:
+        with self.lock:
+            self.errors.append(what)
+
+
+def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> dict:
+    """Create a fresh database, migrate, load the codebook and a study; return credentials."""
+    parsed = urlparse(admin_url)
+    base = ["-h", parsed.hostname or "127.0.0.1", "-p", str(parsed.port or 5432), "-U", parsed.username or "postgres"]
+    subprocess.run(["dropdb", *base, "--if-exists", db_name], check=True)
+    subprocess.run(["createdb", *base, db_name], check=True)
+    os.environ["DATABASE_URL"] = f"{parsed.scheme}://{parsed.netloc}/{db_name}"
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "manage.py", "load_codebook", "fixtures/codebook-v1.json", "--publish"],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, check=True)
+
+    import django
+
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    from django.contrib.auth import get_user_model
+
+    from annotate.models import Document, Episode
+    from annotate.services.studies import queue_key_for, study_create
+    from annotate.services.tokens import token_create
+    from taxonomy.models import Codebook
+
+    User = get_user_model()
+    owner = User.objects.create_user("load-owner", password=PASSWORD)
+    coder_users = [User.objects.create_user(f"load-coder{i:02d}", password=PASSWORD) for i in range(coders)]
+    api_user = User.objects.create_user("load-api", password=PASSWORD)
+    study = study_create(
+        slug=SLUG, name="Load bench", codebook=Codebook.objects.get(), owner=owner, coders=[*coder_users, api_user]
+    )
+    docs = [
+        Document(
+            study=study,
+            kind="github_issue",
+            external_id=f"org{i % 97}/repo#{i}",
+            cluster=f"org{i % 97}/repo",
+            url=f"https://github.com/org{i % 97}/repo/issues/{i}",
+            title=f"Agent run {i} fails when the tool times out",
+            body=("The agent called the search tool, which timed out after 30 s; the run aborted. " * 12),
+        )  # fmt: skip
+        for i in range(episodes)
+    ]
+    Document.objects.bulk_create(docs, batch_size=2000)
+    eps = [Episode(document=d, study=study) for d in Document.objects.filter(study=study).order_by("id")]
+    Episode.objects.bulk_create(eps, batch_size=2000)
+    eps = list(Episode.objects.filter(study=study))
+    for e in eps:
+        e.queue_key = queue_key_for(study, e.pk)
+    Episode.objects.bulk_update(eps, ["queue_key"], batch_size=2000)
+    _, key = token_create(user=api_user, name="load bench")
+    from django.db import connections
+
+    connections.close_all()
+    return {"coders": [u.username for u in coder_users], "token": key}
+
+
+def start_processes(port: int, queue: str, env: dict) -> list[subprocess.Popen]:
+    web = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"],
+        cwd=ROOT, env={**env, "FAULTLINE_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "4"},
+        stdout=subprocess.DEVNULL, stderr=open(ROOT / "bench" / "load_web.log", "w"),  # noqa: SIM115
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--concurrency", "1",
+         "--without-gossip", "--without-mingle", "-l", "WARNING"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(ROOT / "bench" / "load_worker.log", "w"),  # noqa: SIM115
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return [web, worker]
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("gunicorn did not come up; see bench/load_web.log")
+
+
+def login(client: httpx.Client, username: str) -> None:
+    page = client.get("/login/")
+    token = CSRF_RE.search(page.text).group(1)
+    response = client.post("/login/", data={"username": username, "password": PASSWORD,
+                                            "csrfmiddlewaretoken": token})  # fmt: skip
+    if response.status_code != 302:
+        raise RuntimeError(f"login of {username} failed with {response.status_code}")
+
+
+def coder_loop(base: str, username: str, deadline: float, max_loops: int, rec: Recorder, codes: dict) -> None:
+    with httpx.Client(base_url=base, timeout=30, follow_redirects=False) as client:
+        try:
+            login(client, username)
+        except Exception as exc:
+            rec.error(f"login {username}: {exc}")
+            return
+        for i in range(max_loops):
+            if time.monotonic() > deadline:
+                return
+            try:
+                t = time.perf_counter()
+                nxt = client.get(f"/studies/{SLUG}/next/")
+                rec.time("next", t)
+                match = EPISODE_RE.search(nxt.headers.get("location", ""))
+                if nxt.status_code != 302 or not match:
+                    if nxt.status_code == 200:
+                        return  # the queue is empty for this coder
+                    rec.error(f"next {nxt.status_code}")
+                    continue
+                episode_id = int(match.group(1))
+                t = time.perf_counter()
+                page = client.get(f"/studies/{SLUG}/episodes/{episode_id}/code/")
+                rec.time("page", t)
+                if page.status_code != 200:
+                    rec.error(f"page {page.status_code}")
+                    continue
+                csrf = CSRF_RE.search(page.text).group(1)
+                version = VERSION_RE.search(page.text)
+                memo = f"{username}:{i}:{uuid.uuid4().hex[:8]}"
+                data = {**codes, "csrfmiddlewaretoken": csrf, "memo": memo, "confidence": "medium",
+                        "version": version.group(1) if version else "", "action": "next"}  # fmt: skip
+                t = time.perf_counter()
+                saved = client.post(f"/studies/{SLUG}/episodes/{episode_id}/code/", data=data)
+                rec.time("save", t)
+                if saved.status_code == 302:
+                    with rec.lock:
+                        rec.saves.append((episode_id, username, memo))
+                else:
+                    rec.error(f"save {saved.status_code}: {saved.text[:200]}")
+            except httpx.HTTPError as exc:
+                rec.error(f"{username}: {type(exc).__name__} {exc}")
+
+
+def export_loop(base: str, token: str, deadline: float, max_loops: int, rec: Recorder) -> None:
+    headers = {"Authorization": f"Token {token}"}
+    with httpx.Client(base_url=base, timeout=60, headers=headers) as client:
+        for _ in range(max_loops):
+            if time.monotonic() > deadline:
+                return
+            t = time.perf_counter()
+            try:
+                with client.stream("GET", f"/api/v1/studies/{SLUG}/export/?format=jsonl") as response:
+                    rows = sum(1 for line in response.iter_lines() if line.strip())
+                rec.time("export", t)
+                if response.status_code != 200 or rows == 0:
+                    rec.error(f"export {response.status_code} rows={rows}")
+            except httpx.HTTPError as exc:
+                rec.error(f"export: {type(exc).__name__} {exc}")
+
+
+def incident_loop(base: str, token: str, deadline: float, max_loops: int, rec: Recorder) -> None:
+    headers = {"Authorization": f"Token {token}"}
+    with httpx.Client(base_url=base, timeout=30, headers=headers) as client:
+        for i in range(max_loops):
+            if time.monotonic() > deadline:
+                return
+            payload = {
+                "study": SLUG, "service": f"checkout-agent-{i % 5}", "severity": "high",
+                "title": f"Agent retried a payment tool call {i}",
+                "description": "The agent called refund() twice after a timeout; the tool had already succeeded.",
+                "artifacts": [{"kind": "log", "name": "agent.log", "content": "refund() timeout\nrefund() ok"}],
+            }  # fmt: skip
+            t = time.perf_counter()
+            try:
+                response = client.post("/api/v1/incidents/", json=payload)
+                rec.time("incident", t)
+                if response.status_code != 201:
+                    rec.error(f"incident {response.status_code}: {response.text[:200]}")
+            except httpx.HTTPError as exc:
+                rec.error(f"incident: {type(exc).__name__} {exc}")
+            time.sleep(0.5)
+
+
+def verify(rec: Recorder, k: int) -> dict:
+    from django.db.models import Count
+
+    from annotate.models import Coding, Episode
+
+    seen = {(e, u): memo for e, u, memo in rec.saves}
+    stored = {
+        (c["episode_id"], c["coder__username"]): c["memo"]
+        for c in Coding.objects.filter(episode__study__slug=SLUG).values("episode_id", "coder__username", "memo")
+    }
+    lost = sum(1 for key, memo in seen.items() if stored.get(key) != memo)
+    memos = Coding.objects.filter(episode__study__slug=SLUG).values("memo").annotate(n=Count("id")).filter(n__gt=1)
+    duplicated = memos.count() + (len(rec.saves) - len(seen))
+    over_k = Episode.objects.filter(study__slug=SLUG, n_codings__gt=k).count()
+    return {"lost": lost, "duplicated": duplicated, "over_k": over_k, "stored": len(stored)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (4 coders, 8 s)")
+    parser.add_argument("--seconds", type=float)
+    parser.add_argument("--coders", type=int)
+    args = parser.parse_args()
+    seconds = args.seconds or (8 if args.quick else 60)
+    coders = args.coders or (4 if args.quick else 20)
+    episodes = 600 if args.quick else 6000
+
+    admin_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    if not admin_url.startswith("postgres"):
+        sys.exit("load_bench needs PostgreSQL: set DATABASE_URL=postgres://...")
+    broker = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    queue = f"loadbench-{uuid.uuid4().hex[:6]}"
+    db_name = f"faultline_loadbench_{os.getpid()}"
+    env = {
+        **os.environ, "SECRET_KEY": secrets.token_urlsafe(50), "FAULTLINE_DEV": "", "DEBUG": "",
+        "FAULTLINE_SSL_REDIRECT": "0", "FAULTLINE_SECURE_COOKIES": "0", "ALLOWED_HOSTS": "127.0.0.1",
+        "CELERY_BROKER_URL": broker, "FAULTLINE_CELERY_QUEUE": queue, "FAULTLINE_ACCESS_LOG": "/dev/null",
+        "FAULTLINE_THROTTLE_USER": "100000/min", "LOG_LEVEL": "ERROR",
+    }  # fmt: skip
+    os.environ.update(env)
+    creds = setup_database(admin_url, db_name, episodes, coders)
+    env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+    port = free_port()
+    procs = start_processes(port, queue, env)
+    base = f"http://127.0.0.1:{port}"
+    codes = {"failure_type": "TUS-03", "source": "agent_design", "stage": "iterative_execution",
+             "capability": "actuation"}  # fmt: skip
+    rec = Recorder()
+    try:
+        started = time.monotonic()
+        deadline = started + seconds
+        threads = [
+            threading.Thread(target=coder_loop, args=(base, u, deadline, 10_000, rec, codes)) for u in creds["coders"]
+        ]
+        threads += [threading.Thread(target=export_loop, args=(base, creds["token"], deadline, 1000, rec))
+                    for _ in range(2)]  # fmt: skip
+        threads.append(threading.Thread(target=incident_loop, args=(base, creds["token"], deadline, 1000, rec)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=seconds + 120)
+        elapsed = time.monotonic() - started
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    result = verify(rec, k=2)
+    rps = rec.requests / elapsed
+    print(f"{coders} coders + 2 exporters + 1 incident poster for {elapsed:.1f} s against gunicorn (4 workers)")
+    print(f"{'endpoint':10} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    for name in ("next", "page", "save", "export", "incident"):
+        lat = rec.latency.get(name, [])
+        print(
+            f"{name:10} {len(lat):6d} {percentile(lat, 50):8.1f} {percentile(lat, 95):8.1f} {percentile(lat, 99):8.1f}"
+        )
+    print(f"requests/s {rps:.1f}; errors {len(rec.errors)}; saves seen {len(rec.saves)}; stored {result['stored']}; "
+          f"lost {result['lost']}; duplicated {result['duplicated']}; episodes over k {result['over_k']}")  # fmt: skip
+    for err in rec.errors[:10]:
+        print("  error:", err)
+
+    from django.db import connections
+
+    connections.close_all()
+    parsed = urlparse(admin_url)
+    subprocess.run(["dropdb", "-h", parsed.hostname or "127.0.0.1", "-p", str(parsed.port or 5432), "-U",
+                    parsed.username or "postgres", "--if-exists", db_name], check=False)  # fmt: skip
+    summary = {
+        "bench": "load", "seconds": round(elapsed, 1), "coders": coders, "rps": round(rps, 1),
+        "errors": len(rec.errors), "lost": result["lost"], "duplicated": result["duplicated"],
+        "p95_ms": {name: round(percentile(rec.latency.get(key, []), 95), 1)
+                   for name, key in (("save", "save"), ("page", "page"), ("export", "export"), ("incident", "incident"))},
+        "saves": len(rec.saves), "over_k": result["over_k"],
+    }  # fmt: skip
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
