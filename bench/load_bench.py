@@ -23,7 +23,6 @@ import re
 import secrets
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -53,7 +52,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 class Recorder:
@@ -114,7 +113,7 @@ def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> 
             url=f"https://github.com/org{i % 97}/repo/issues/{i}",
             title=f"Agent run {i} fails when the tool times out",
             body=("The agent called the search tool, which timed out after 30 s; the run aborted. " * 12),
-        )  # fmt: skip
+        )
         for i in range(episodes)
     ]
     Document.objects.bulk_create(docs, batch_size=2000)
@@ -340,8 +339,8 @@ def main() -> None:
     summary = {
         "bench": "load", "seconds": round(elapsed, 1), "coders": coders, "rps": round(rps, 1),
         "errors": len(rec.errors), "lost": result["lost"], "duplicated": result["duplicated"],
-        "p95_ms": {name: round(percentile(rec.latency.get(key, []), 95), 1)
-                   for name, key in (("save", "save"), ("page", "page"), ("export", "export"), ("incident", "incident"))},
+        "p95_ms": {name: round(percentile(rec.latency.get(name, []), 95), 1)
+                   for name in ("save", "page", "export", "incident")},
         "saves": len(rec.saves), "over_k": result["over_k"],
     }  # fmt: skip
     print(json.dumps(summary))
