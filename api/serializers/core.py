@@ -18,6 +18,7 @@ class AxisValueSerializer(serializers.ModelSerializer):
         model = AxisValue
         fields = ["code", "name", "definition"]
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "code": {"help_text": "The axis code used in codings and filters."},
             "name": {"help_text": "Human-readable name."},
             "definition": {"help_text": "What the value means, from the codebook."},
@@ -31,6 +32,7 @@ class CodebookSerializer(serializers.ModelSerializer):
         model = Codebook
         fields = ["id", "name", "version", "label", "description", "published_at", "created_at"]
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "name": {"help_text": "Codebook name."},
             "version": {"help_text": "Codebook version; a published version is immutable."},
             "description": {"help_text": "What the codebook is for."},
@@ -70,6 +72,7 @@ class FailureTypeSerializer(serializers.ModelSerializer):
             "typical_source", "typical_stages", "typical_capabilities",
         ]  # fmt: skip
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "code": {"help_text": "Type code, unique in its codebook (e.g. TUS-03)."},
             "name": {"help_text": "Type name."},
             "definition": {"help_text": "When to use this type."},
@@ -93,6 +96,7 @@ class StudySerializer(serializers.ModelSerializer):
             "label_rule", "created_at",
         ]  # fmt: skip
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "slug": {"help_text": "The study's identifier in URLs."},
             "name": {"help_text": "Study name."},
             "description": {"help_text": "What the study is about."},
@@ -116,6 +120,7 @@ class DocumentSerializer(serializers.ModelSerializer):
             "updated_at", "triage_status", "severity", "occurred_at", "assignee",
         ]  # fmt: skip
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "kind": {"help_text": "github_issue, literature or incident."},
             "external_id": {"help_text": "The id in its source (owner/name#number, citation key, incident id)."},
             "url": {"help_text": "Where the document lives, if anywhere."},
@@ -149,6 +154,7 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "order", "split", "status", "n_codings", "created_at",
         ]  # fmt: skip
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "document": {"help_text": "The document's id."},
             "excerpt": {"help_text": "The episode's text; empty means the whole document body."},
             "start": {"help_text": "Start offset of the excerpt in the body, if it was cut from it."},
@@ -182,6 +188,7 @@ class CodingSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "episode": {"help_text": "The episode's id."},
             "not_a_failure": {"help_text": "The episode is not a failure."},
             "not_a_failure_reason": {"help_text": "Why it is not a failure."},
@@ -310,6 +317,7 @@ class JobSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "kind": {"help_text": "What the job does (import, suggest, bootstrap, export_parquet, ...)."},
             "status": {"help_text": "pending, running, success or failed."},
             "done": {"help_text": "Units of work done."},

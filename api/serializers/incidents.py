@@ -63,6 +63,7 @@ class ArtifactSerializer(serializers.ModelSerializer):
         model = Artifact
         fields = ["id", "kind", "name", "content", "url", "created_at"]
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "kind": {"help_text": "diff, test_result, log, db_change, screenshot or trace."},
             "name": {"help_text": "Its name."},
             "content": {"help_text": "The artifact as sent (untrusted text)."},
@@ -81,6 +82,7 @@ class TriageEventSerializer(serializers.ModelSerializer):
         model = TriageEvent
         fields = ["from_status", "to_status", "actor", "assignee", "note", "created_at"]
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "from_status": {"help_text": "Status before (empty when reported)."},
             "to_status": {"help_text": "Status after."},
             "note": {"help_text": "The note given with the move."},
@@ -110,6 +112,7 @@ class IncidentSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
         extra_kwargs = {
+            "id": {"help_text": "Identifier."},
             "external_id": {"help_text": "The incident's id (yours, or one Faultline made)."},
             "title": {"help_text": "Summary (untrusted)."},
             "severity": {"help_text": "Severity."},
