@@ -1,7 +1,7 @@
 """Figures and tables of the analysis documents: heatmap colours for the HTML tables,
 matplotlib SVG/PNG (Agg, made on the server) and CSV.
 
-Colours are colour-blind safe: cividis for shares (sequential), PuOr for
+Colours are colour-blind safe: cividis (reversed: darker is larger) for shares (sequential), PuOr for
 differences (diverging, ColorBrewer's colour-blind-safe set). Colour is never
 the only signal: cells carry their numbers, and significant differences a symbol.
 """
@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
-SEQUENTIAL = "cividis"
+SEQUENTIAL = "cividis_r"  # pale yellow for small shares, dark blue for large
 DIVERGING = "PuOr"
 MARK = "◆"  # interval excludes zero
 
@@ -39,7 +39,7 @@ def cell_style(value: float | None, vmax: float, diverging: bool = False) -> dic
         rgba = colormaps[DIVERGING](min(max(x, 0), 1))
     else:
         x = value / vmax if vmax else 0
-        rgba = colormaps[SEQUENTIAL](0.12 + 0.88 * min(max(x, 0), 1)) if value > 0 else (0.97, 0.97, 0.98, 1)
+        rgba = colormaps[SEQUENTIAL](0.04 + 0.96 * min(max(x, 0), 1)) if value > 0 else (0.97, 0.97, 0.98, 1)
     return {"bg": to_hex(rgba), "fg": _text_colour(rgba)}
 
 

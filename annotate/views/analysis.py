@@ -91,7 +91,8 @@ def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
         if k["n_episodes"] or k["kind"] in (c["a"], c["b"])
     ]
     diff = figures.difference_rows(doc, c["a"], c["b"], c["cell"]) if c["status"] == "ok" else None
-    return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK}
+    labels = {"a_label": KIND_LABELS[c["a"]], "b_label": KIND_LABELS[c["b"]]}
+    return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK, **labels}
 
 
 @require_GET
