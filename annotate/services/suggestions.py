@@ -39,6 +39,8 @@ from ..suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec,
 
 log = logging.getLogger(__name__)
 
+KEEP_MODELS = 3
+
 # Local scoring is vectorised, so big chunks; LLM answers are stored every few
 # requests so a crash mid-batch loses (and re-pays for) little.
 CHUNK = {SuggestionBackend.LOCAL: 500, SuggestionBackend.OPENAI: 16}
@@ -366,7 +368,13 @@ def local_model_train(*, study: Study, job: Job | None = None, examples: list | 
             {"labels": f"the study has {len(examples)} confirmed labels; the local model needs {minimum}"}
         )
     model = model_train(spec, examples)
-    return LocalModel.objects.create(study=study, blob=model_dumps(model), n_train=len(examples), job=job)
+    row = LocalModel.objects.create(study=study, blob=model_dumps(model), n_train=len(examples), job=job)
+    # Models are megabytes each; the newest few are enough to compare and to fall back on.
+    old = (
+        LocalModel.objects.filter(study=study).order_by("-trained_at", "-pk").values_list("pk", flat=True)[KEEP_MODELS:]
+    )
+    LocalModel.objects.filter(pk__in=list(old)).delete()
+    return row
 
 
 def local_model_refresh(*, study: Study, job: Job | None = None):

@@ -1,0 +1,222 @@
+"""The local suggester: codebook prior, trained model, batches, rejection, the retrain job and the audit."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+
+from annotate.jobs import job_run
+from annotate.models import Document, Job, JobStatus, LocalModel, Suggestion, SuggestionStatus
+from annotate.services import CodingValues, coding_save
+from annotate.services.suggestions import (
+    local_retrain_start,
+    suggestion_batch_start,
+    suggestion_reject,
+    suggestions_make,
+)
+from annotate.suggest_audit import suggester_audit
+from annotate.suggest_base import cache_key, codebook_spec, episode_text
+from annotate.suggest_local import COLD_MODEL, LocalSuggester, text_vectors
+
+RATE_LIMIT = (
+    "The agent kept calling the search API and got HTTP 429 Too Many Requests. "
+    "It did not back off and the run failed after the provider throttled it."
+)
+
+
+def test_it_gives_unit_length_tfidf_vectors_in_the_codebook_space(codebook):
+    X = text_vectors(codebook, [RATE_LIMIT, RATE_LIMIT.upper(), "zzz qqq", "a completely different memory failure"])
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    assert X.shape[0] == 4 and norms[0] == pytest.approx(1) and norms[2] == 0
+    sims = (X @ X.T).toarray()
+    assert sims[0, 1] == pytest.approx(1) and sims[0, 3] < sims[0, 1]
+
+
+def test_it_ranks_each_types_own_example_in_its_top_three(codebook):
+    spec = codebook_spec(codebook)
+    answers = LocalSuggester(spec).suggest_texts([t.example for t in spec.types])
+    missing = [
+        t.code for t, a in zip(spec.types, answers, strict=True) if t.code not in [c.failure_type for c in a.candidates]
+    ]
+    assert missing == []
+    assert all(len(a.candidates) == 3 for a in answers)
+
+
+def test_it_stores_local_suggestions_with_verbatim_evidence_and_a_rationale(study, make_episode, bob):
+    ep = make_episode(study, title="Search tool throttled", body=RATE_LIMIT)
+    result = suggestions_make(study=study, backend="local")
+    s = Suggestion.objects.get(episode=ep)
+    assert result["suggested"] == 1 and s.backend == "local" and s.model == COLD_MODEL and s.error == ""
+    assert s.failure_type.codebook_id == study.codebook_id and s.source.axis == "source"
+    assert s.stage.axis == "stage" and s.capability.axis == "capability"
+    assert len(s.candidates) == 3 and s.candidates[0]["failure_type"] == s.failure_type.code
+    assert 0 < s.confidence <= 1 and s.evidence and s.evidence in episode_text(ep)
+    assert "Shared codebook terms" in s.rationale
+    assert s.cache_key == cache_key(s.model, s.prompt_version, episode_text(ep))
+    assert s.input_tokens == 0 and s.cost == 0
+
+
+def test_it_writes_each_suggestion_once_and_respects_the_limit(study, make_episode, django_assert_max_num_queries):
+    for i in range(12):
+        make_episode(study, body=f"Run {i}: {RATE_LIMIT}")
+    with django_assert_max_num_queries(20):
+        first = suggestions_make(study=study, backend="local", limit=5)
+    assert first["episodes"] == 5 and Suggestion.objects.count() == 5
+    suggestions_make(study=study, backend="local")
+    again = suggestions_make(study=study, backend="local")
+    assert again["episodes"] == 0 and Suggestion.objects.count() == 12
+
+
+def test_it_runs_a_batch_job_with_the_local_backend_without_a_key(study, make_episode, bob, settings):
+    settings.OPENAI_API_KEY = ""
+    ep = make_episode(study, body=RATE_LIMIT)
+    make_episode(study, body=RATE_LIMIT + " Again.")
+    job = suggestion_batch_start(study=study, user=bob, episode_ids=[ep.pk])
+    job = job_run(job_id=job.pk) or Job.objects.get(pk=job.pk)
+    assert job.kind == "suggest" and job.params["backend"] == "local" and job.status == JobStatus.SUCCESS
+    assert list(Suggestion.objects.values_list("episode_id", flat=True)) == [ep.pk]
+
+
+def _label(study, make_episode, bob, codes, n):
+    """n episodes coded by Bob alone (one coder per episode makes each a final label)."""
+    spec = codebook_spec(study.codebook)
+    study.coders_per_episode = 1
+    study.save(update_fields=["coders_per_episode"])
+    episodes = []
+    for i in range(n):
+        t = spec.types[i % 6]
+        ep = make_episode(study, body=f"{t.example} {t.indicators[0]}. Report {i}.")
+        values = CodingValues(
+            failure_type=codes.type(t.code),
+            source=codes.source(t.typical_source),
+            stage=codes.stage(t.typical_stages[0]),
+            capability=codes.capability(t.typical_capabilities[0]),
+        )
+        coding_save(episode=ep, coder=bob, values=values, version=None)
+        episodes.append(ep)
+    return episodes
+
+
+def test_it_trains_on_final_labels_once_there_are_enough_and_scores_labelled_episodes_out_of_fold(
+    study, make_episode, bob, codes, settings
+):
+    settings.FAULTLINE_LOCAL_MIN_LABELS = 12
+    labelled = _label(study, make_episode, bob, codes, 11)
+    suggestions_make(study=study, backend="local")
+    assert not LocalModel.objects.exists()  # 11 < 12: the codebook prior alone
+    labelled += _label(study, make_episode, bob, codes, 1)
+    new = make_episode(study, body=RATE_LIMIT)
+    result = suggestions_make(study=study, backend="local")
+    model = LocalModel.objects.get()
+    assert model.n_train == 12 and result["trained_on"] == 12 and len(bytes(model.blob)) > 1000
+    assert result["model"] == f"linear-{model.pk}" and Suggestion.objects.filter(model=result["model"]).count() == 13
+    from annotate.services.suggestions import local_model_current
+
+    trained = local_model_current(study)
+    assert set(trained.oof) == {e.pk for e in labelled}
+    spec = codebook_spec(study.codebook)
+    suggester = LocalSuggester(spec, trained)
+    text = episode_text(labelled[0])
+    held_out = suggester.suggest_texts([text], [labelled[0].pk])[0]
+    anonymous = suggester.suggest_texts([text])[0]
+    # A labelled episode is scored by models that never saw its label, unlike a new text.
+    assert held_out.candidates != anonymous.candidates
+    assert Suggestion.objects.get(episode=new, model=result["model"]).failure_type is not None
+
+
+def test_it_retrains_as_a_job_and_refuses_below_the_minimum(study, make_episode, bob, codes, settings):
+    settings.FAULTLINE_LOCAL_MIN_LABELS = 8
+    _label(study, make_episode, bob, codes, 5)
+    job = job_run(job_id=local_retrain_start(study=study, user=bob).pk)
+    assert job.status == JobStatus.FAILED and "needs 8" in job.error and not LocalModel.objects.exists()
+    _label(study, make_episode, bob, codes, 3)
+    job = job_run(job_id=local_retrain_start(study=study, user=bob).pk)
+    model = LocalModel.objects.get()
+    assert job.status == JobStatus.SUCCESS and job.result["n_train"] == 8 and model.job_id == job.pk
+
+
+def test_it_rejects_a_suggestion_but_not_a_failed_or_used_one(study, make_episode, bob, codes):
+    ep = make_episode(study, body=RATE_LIMIT)
+    suggestions_make(study=study, backend="local")
+    s = Suggestion.objects.get(episode=ep)
+    suggestion_reject(suggestion=s, user=bob)
+    s.refresh_from_db()
+    assert s.status == SuggestionStatus.REJECTED and s.reviewed_by == bob
+    failed = Suggestion.objects.create(
+        episode=ep, backend="openai", model="m", prompt_version="p", cache_key="k", error="bad"
+    )
+    with pytest.raises(ValidationError):
+        suggestion_reject(suggestion=failed, user=bob)
+    other = make_episode(study, body=RATE_LIMIT + " Twice.")
+    suggestions_make(study=study, backend="local")
+    used = Suggestion.objects.get(episode=other)
+    values = CodingValues(
+        failure_type=used.failure_type, source=used.source, stage=used.stage, capability=used.capability
+    )
+    coding_save(episode=other, coder=bob, values=values, version=None, from_suggestion=used)
+    used.refresh_from_db()
+    assert used.status == SuggestionStatus.ACCEPTED
+    with pytest.raises(ValidationError):
+        suggestion_reject(suggestion=used, user=bob)
+
+
+def test_the_local_audit_passes_checks_1_4_and_5(study, make_episode):
+    for i in range(4):
+        make_episode(study, body=f"Run {i}: {RATE_LIMIT}")
+    results = {r.number: r for r in suggester_audit(study=study, backend="local")}
+    assert results[1].passed and results[4].passed and results[5].passed, [r.as_dict() for r in results.values()]
+    assert "4 Suggestion rows written" in results[4].summary
+    assert set(results) == {1, 2, 3, 4, 5}
+
+
+class _LeakySuggester(LocalSuggester):
+    """A suggester that writes outside its Suggestion rows, which check 4 must catch."""
+
+    calls = 0
+
+    def suggest_texts(self, texts, episode_ids=None):
+        self.calls += 1
+        Document.objects.filter(pk__in=Document.objects.values("pk")[:1]).update(title=f"changed {self.calls}")
+        return super().suggest_texts(texts, episode_ids)
+
+
+def test_the_audit_catches_a_suggester_that_writes_elsewhere(study, make_episode):
+    make_episode(study, body=RATE_LIMIT)
+    leaky = _LeakySuggester(codebook_spec(study.codebook))
+    results = {r.number: r for r in suggester_audit(study=study, backend="local", suggester=leaky, sample=3)}
+    assert not results[4].passed and any("annotate.Document" in f for f in results[4].failures)
+
+
+def test_the_suggest_and_audit_commands_report(study, make_episode):
+    make_episode(study, body=RATE_LIMIT)
+    out = StringIO()
+    call_command("suggest", "--study", "alpha", "--backend", "local", stdout=out, stderr=StringIO())
+    assert "local (codebook-tfidf): 1 suggested, 0 failed" in out.getvalue()
+    out = StringIO()
+    try:
+        call_command("audit_suggester", "--study", "alpha", "--backend", "local", "--json", stdout=out)
+    except SystemExit as exc:
+        assert exc.code == 1  # checks 2 or 3 may fail; the output still lists every check
+    data = json.loads(out.getvalue())
+    assert [c["check"] for c in data] == [1, 2, 3, 4, 5] and data[0]["passed"]
+
+
+def test_the_local_suggester_on_the_shipped_samples_is_better_than_chance(codebook):
+    spec = codebook_spec(codebook)
+    samples = Path(settings.BASE_DIR) / "fixtures" / "samples"
+    gold = {g["id"]: g for g in json.loads((samples / "gold_labels.json").read_text())}
+    issues = [i for i in json.loads((samples / "github_issues.json").read_text()) if i["html_url"] in gold]
+    labelled = [(f"{i['title']}\n\n{i['body']}", gold[i["html_url"]]["failure_type"]) for i in issues]
+    labelled = [(t, code) for t, code in labelled if code]
+    answers = LocalSuggester(spec).suggest_texts([t for t, _ in labelled])
+    top3 = np.mean(
+        [code in [c.failure_type for c in a.candidates] for (_, code), a in zip(labelled, answers, strict=True)]
+    )
+    assert top3 > 0.5  # chance is 3/65
