@@ -22,6 +22,18 @@ def hash_key(key: str) -> str:
 class HashedTokenAuthentication(TokenAuthentication):
     keyword = "Token"
 
+    def authenticate(self, request):
+        from .throttling import anonymous_throttle_check
+
+        try:
+            result = super().authenticate(request)
+        except exceptions.AuthenticationFailed:
+            anonymous_throttle_check(request)
+            raise
+        if result is None and not getattr(getattr(request._request, "user", None), "is_authenticated", False):
+            anonymous_throttle_check(request)  # neither a token nor a session: an anonymous client
+        return result
+
     def authenticate_credentials(self, key):
         token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
         if token is None or not token.user.is_active:

@@ -1,8 +1,9 @@
-"""Rate limits: anonymous clients by address, signed-in clients per token (or per session user)."""
+"""Rate limits: anonymous clients by address (at authentication), signed-in clients per token or per user."""
 
 from __future__ import annotations
 
-from rest_framework.throttling import UserRateThrottle
+from rest_framework import exceptions
+from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
 from annotate.models import ApiToken
 
@@ -19,3 +20,23 @@ class TokenRateThrottle(UserRateThrottle):
         if request.user and request.user.is_authenticated:
             return self.cache_format % {"scope": self.scope, "ident": f"user-{request.user.pk}"}
         return None  # anonymous requests are AnonRateThrottle's
+
+
+class AnonymousThrottle(AnonRateThrottle):
+    """The "anon" rate by client address, checked while authenticating (see api.authentication).
+
+    DRF checks throttles after permissions, so a request without valid
+    credentials would get its 401 without ever being counted: a token guesser
+    would never be slowed. Counting it at authentication time closes that gap.
+    """
+
+    def get_cache_key(self, request, view):
+        # Never touch request.user here: this runs inside authentication.
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+def anonymous_throttle_check(request) -> None:
+    """Count an unauthenticated API request; raise Throttled once the address is over the anon rate."""
+    throttle = AnonymousThrottle()
+    if not throttle.allow_request(request, None):
+        raise exceptions.Throttled(throttle.wait())

@@ -250,10 +250,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "api.throttling.TokenRateThrottle",
-    ],
+    # Anonymous clients are counted at authentication (api.authentication), before DRF would answer 401.
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "anon": os.environ.get("FAULTLINE_THROTTLE_ANON", "60/min"),
         "user": os.environ.get("FAULTLINE_THROTTLE_USER", "6000/min"),
@@ -264,6 +262,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Code failures of LLM-agent workflows against a failure taxonomy.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "ArtifactKindEnum": "annotate.models.Artifact.Kind",
