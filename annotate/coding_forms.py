@@ -11,7 +11,7 @@ from .evidence import MAX_QUOTE, evidence_locate
 from .models import Confidence, Episode, QueueOrder, Split, Suggestion
 from .services.adjudication import AdjudicationValues
 from .services.coding_settings import MAX_CODERS_PER_EPISODE
-from .services.studies import CodingValues
+from .services.studies import CodingValues, coding_values_validate
 
 AXES = tuple(Axis.values)  # source, stage, capability
 
@@ -47,6 +47,23 @@ class _CodesForm(forms.Form):
         if found is None:
             raise forms.ValidationError(f"'{code}' is not a {Axis(axis).label.lower()} of this study's codebook.")
         return found
+
+    def validate_codes(self, data: dict, *, reason: str) -> None:
+        """Add the service's field errors to the form's, so one round trip shows them all."""
+        names = ("failure_type", "source", "stage", "capability")
+        values = CodingValues(
+            **{name: data.get(name) for name in names if name not in self.errors},
+            not_a_failure=data.get("not_a_failure", False),
+            not_a_failure_reason=data.get(reason) or "",
+            needs_new_type=data.get("needs_new_type", False),
+        )
+        try:
+            coding_values_validate(values=values, codebook_id=self.picker.codebook_id)
+        except forms.ValidationError as exc:
+            for name, messages in exc.message_dict.items():
+                target = reason if name == "not_a_failure_reason" else name
+                if target in self.fields and target not in self.errors:
+                    self.add_error(target, messages)
 
     def clean_source(self):
         return self._clean_axis("source")
@@ -102,6 +119,7 @@ class CodingForm(_CodesForm):
                 )
         else:
             data["evidence"] = ""
+        self.validate_codes(data, reason="not_a_failure_reason")
         return data
 
     def values(self) -> CodingValues:
@@ -126,6 +144,11 @@ class AdjudicationForm(_CodesForm):
     rationale = forms.CharField(
         max_length=20000, error_messages={"required": "Give the rationale for the final codes."}
     )
+
+    def clean(self):
+        data = super().clean()
+        self.validate_codes(data, reason="rationale")
+        return data
 
     def values(self) -> AdjudicationValues:
         d = self.cleaned_data

@@ -33,19 +33,21 @@ def _nearest(matches: list[tuple[int, int]], near: int | None) -> tuple[int, int
 def evidence_locate(text: str, quote: str, near: int | None = None) -> Located | None:
     """The span of `text` that `quote` was selected from, or None if it is not in the text.
 
-    `near` is an approximate start offset; among several matches the closest wins.
+    `near` is an approximate start offset; among several matches the closest wins,
+    and without it the first.
     """
     quote = quote.strip()
     if not quote or len(quote) > MAX_QUOTE:
         return None
-    exact = [(m.start(), m.end()) for m in re.finditer(re.escape(quote), text)]
-    if not exact:
-        words = _WORD.findall(quote)
-        if not words:
-            return None
+    matches = {m.start(): (m.start(), m.end()) for m in re.finditer(re.escape(quote), text)}
+    words = _WORD.findall(quote)
+    if words:
+        # Also the word-by-word matches: the selection may come from a formatted occurrence
+        # while another occurrence happens to match exactly. Exact spans win at the same start.
         pattern = re.compile(r"[\W_]+".join(re.escape(w) for w in words))
-        exact = [(m.start(), m.end()) for m in pattern.finditer(text)]
-        if not exact:
-            return None
-    start, end = _nearest(exact, near)
+        for m in pattern.finditer(text):
+            matches.setdefault(m.start(), (m.start(), m.end()))
+    if not matches:
+        return None
+    start, end = _nearest(sorted(matches.values()), near)
     return Located(start, end, text[start:end])

@@ -108,15 +108,12 @@ def _has_room(episode: Episode, coder, now) -> bool:
 
 
 def _lease_take(episode: Episode, coder) -> Lease:
-    """Give `coder` the lease on `episode`, dropping their other leases in the study (one at a time)."""
-    Lease.objects.filter(coder=coder, episode__study_id=episode.study_id).exclude(episode=episode).delete()
-    expires = lease_expiry()
-    lease = Lease.objects.filter(episode=episode, coder=coder).first()
-    if lease is None:
-        return Lease.objects.create(episode=episode, coder=coder, expires_at=expires)
-    lease.expires_at = expires
-    lease.save(update_fields=["expires_at"])
-    return lease
+    """Give `coder` the lease on `episode`, dropping their other leases in the study (one at a time).
+
+    The caller holds the episode's row lock, so replacing the coder's lease cannot race.
+    """
+    Lease.objects.filter(coder=coder, episode__study_id=episode.study_id).delete()
+    return Lease.objects.create(episode=episode, coder=coder, expires_at=lease_expiry())
 
 
 def _claim_from(candidates: QuerySet[Episode], study: Study, coder, now, attempts: int = 5) -> Episode | None:
