@@ -125,15 +125,16 @@ class CoderNames:
         return name
 
 
-def _names(study: Study) -> tuple[dict, dict]:
-    types = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
-    type_names = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("code", "name"))
-    values = {}
-    value_names = {}
+def _names(study: Study) -> tuple[dict, dict, dict, dict]:
+    """Codes and names of the codebook's types and axis values, by primary key (two queries)."""
+    types, type_names, values, value_names = {}, {}, {}, {}
+    for pk, code, name in FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code", "name"):
+        types[pk] = code
+        type_names[code] = name
     for pk, code, name in AxisValue.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code", "name"):
         values[pk] = code
         value_names[pk] = name
-    return {"types": types, "type_names": type_names}, {"values": values, "value_names": value_names}
+    return types, type_names, values, value_names
 
 
 EPISODE_FIELDS = (
@@ -160,8 +161,7 @@ def export_rows(
     """One dict per episode, in episode id order, with `codings` as a list of dicts (see module docstring)."""
     qs = (episodes if episodes is not None else Episode.objects.filter(study=study)).order_by()
     names = CoderNames(study, coders)
-    t, v = _names(study)
-    types, type_names, values, value_names = t["types"], t["type_names"], v["values"], v["value_names"]
+    types, type_names, values, value_names = _names(study)
     codebook = study.codebook.label
     k, rule, label_coder = study.coders_per_episode, study.label_rule, study.label_coder_id
     last = 0

@@ -1,0 +1,166 @@
+"""Dataset exports: the demo study round-trips through import_dataset in every format; API streaming and manifests."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.http import StreamingHttpResponse
+from django.test.utils import CaptureQueriesContext
+
+from annotate.models import Coding, Document, Study
+
+
+@pytest.fixture
+def demo(db, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    call_command("load_codebook", "fixtures/codebook-v1.json", "--publish", stdout=io.StringIO())
+    call_command("demo", stdout=io.StringIO())
+    return Study.objects.get(slug="demo")
+
+
+def _wipe_study(slug: str) -> None:
+    """Leave the codebook and nothing else of the study, as on an empty instance."""
+    study = Study.objects.get(slug=slug)
+    Coding.objects.filter(episode__study=study).delete()
+    from annotate.models import Adjudication
+
+    Adjudication.objects.filter(episode__study=study).delete()
+    study.delete()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_the_demo_study_round_trips_through_import_dataset(demo, tmp_path, fmt):
+    first = tmp_path / f"demo.{fmt}"
+    call_command("export", "--study", "demo", "--format", fmt, "--out", str(first), stdout=io.StringIO())
+    manifest = json.loads((tmp_path / f"demo.{fmt}.manifest.json").read_text())
+    assert manifest["rows"] == demo.episodes.count() == 82
+    assert manifest["sha256"] == hashlib.sha256(first.read_bytes()).hexdigest()
+    assert manifest["codebook"] == "agentic-failures@1.0"
+
+    _wipe_study("demo")
+    out = io.StringIO()
+    call_command("import_dataset", str(first), stdout=out)
+    assert "82 episodes" in out.getvalue()
+    again = tmp_path / f"again.{fmt}"
+    call_command("export", "--study", "demo", "--format", fmt, "--out", str(again), stdout=io.StringIO())
+    if fmt == "parquet":
+        assert pq.read_table(again).to_pylist() == pq.read_table(first).to_pylist()
+    assert again.read_bytes() == first.read_bytes()
+
+
+def test_an_export_holds_labels_coders_and_provenance(demo, tmp_path):
+    path = tmp_path / "demo.jsonl"
+    call_command("export", "--study", "demo", "--format", "jsonl", "--out", str(path), stdout=io.StringIO())
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    statuses = {r["label_status"] for r in rows}
+    assert {"agreed", "adjudicated", "none"} <= statuses
+    none = [r for r in rows if r["label_status"] == "none"]
+    assert {r["label_reason"] for r in none} >= {"uncoded", "disagreement"}
+    agreed = next(r for r in rows if r["label_status"] == "agreed" and not r["label_not_a_failure"])
+    assert agreed["label_failure_type"] and agreed["label_failure_type_name"] and agreed["label_source_name"]
+    coders = {c["coder"] for r in rows for c in r["codings"]}
+    assert len(coders) == 2 and all(c.startswith("coder-") for c in coders)
+    assert "demo-coder1" not in path.read_text()
+    assert all(r["codebook"] == "agentic-failures@1.0" for r in rows)
+    assert rows[0]["imported_at"].endswith("Z")
+
+
+def test_pseudonyms_are_stable_per_study_and_differ_across_studies(demo, tmp_path):
+    from annotate.exports import CoderNames, pseudonym, pseudonym_key
+
+    coder = Coding.objects.filter(episode__study=demo).first().coder_id
+    assert CoderNames(demo)(coder) == CoderNames(demo)(coder) == pseudonym(pseudonym_key(demo), coder)
+    assert pseudonym(pseudonym_key(Study(slug="other")), coder) != pseudonym(pseudonym_key(demo), coder)
+
+
+def test_a_bad_dataset_writes_nothing(demo, tmp_path):
+    path = tmp_path / "demo.jsonl"
+    call_command("export", "--study", "demo", "--format", "jsonl", "--out", str(path), stdout=io.StringIO())
+    _wipe_study("demo")
+    lines = path.read_text().splitlines()
+    broken = json.loads(lines[5])
+    broken["codings"][0]["failure_type"] = "NOPE-99"
+    lines[5] = json.dumps(broken)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CommandError, match="row 6.*unknown failure type 'NOPE-99'"):
+        call_command("import_dataset", str(bad), stdout=io.StringIO())
+    assert not Study.objects.filter(slug="demo").exists()
+    assert not Document.objects.exists()
+    # A file that no longer matches its manifest is refused too.
+    (tmp_path / "bad.jsonl.manifest.json").write_text((tmp_path / "demo.jsonl.manifest.json").read_text())
+    with pytest.raises(CommandError, match="sha256"):
+        call_command("import_dataset", str(bad), stdout=io.StringIO())
+
+
+def test_the_api_streams_jsonl_and_csv_in_a_fixed_number_of_queries(demo, client):
+    from django.contrib.auth import get_user_model
+
+    owner = get_user_model().objects.get(username="demo-owner")
+    client.force_login(owner)
+    counts = []
+    for query in ("kind=literature", "kind=github_issue", ""):
+        response = client.get(f"/api/v1/studies/demo/export/?format=jsonl&{query}")
+        assert isinstance(response, StreamingHttpResponse)
+        assert response["Content-Type"] == "application/x-ndjson"
+        with CaptureQueriesContext(connection) as ctx:
+            body = b"".join(response.streaming_content)
+        counts.append(len(ctx.captured_queries))
+        if query == "kind=literature":
+            rows = [json.loads(line) for line in body.splitlines()]
+            assert len(rows) == 24 and {r["document_kind"] for r in rows} == {"literature"}
+    # Coders and names, then four per chunk of 2000 episodes: the same for 24 rows as for 82.
+    assert counts[0] == counts[1] == counts[2] <= 11
+
+    response = client.get("/api/v1/studies/demo/export/?format=csv&split=holdout")
+    text = b"".join(response.streaming_content).decode()
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert len(table) == 4 and {r["split"] for r in table} == {"holdout"}
+    assert "coder1_failure_type" in table[0]
+
+    manifest = client.get("/api/v1/studies/demo/export/?format=csv&split=holdout&manifest=true").json()
+    assert manifest["rows"] == 4 and manifest["filters"] == {"split": "holdout"}
+    assert manifest["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_the_api_exports_parquet_directly_or_through_a_job(demo, client, settings, django_capture_on_commit_callbacks):
+    from django.contrib.auth import get_user_model
+
+    from config.celery import app
+
+    owner = get_user_model().objects.get(username="demo-owner")
+    client.force_login(owner)
+    response = client.get("/api/v1/studies/demo/export/?format=parquet")
+    table = pq.read_table(io.BytesIO(b"".join(response.streaming_content)))
+    assert table.num_rows == 82 and "codings" in table.column_names
+
+    settings.FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = 10
+    app.conf.task_always_eager = True
+    with django_capture_on_commit_callbacks(execute=True):
+        started = client.get("/api/v1/studies/demo/export/?format=parquet&kind=github_issue")
+    assert started.status_code == 202
+    job = client.get(f"/api/v1/jobs/{started.json()['id']}/").json()
+    assert job["status"] == "success", job
+    assert job["result"]["rows"] == 58
+    file = client.get(f"/api/v1/jobs/{job['id']}/file/")
+    data = b"".join(file.streaming_content)
+    assert hashlib.sha256(data).hexdigest() == job["result"]["sha256"]
+
+
+def test_only_owners_export_usernames(demo, client):
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    client.force_login(User.objects.get(username="demo-coder1"))
+    Study.objects.filter(slug="demo").update(blind=False)
+    assert client.get("/api/v1/studies/demo/export/?coders=usernames").status_code == 403
+    client.force_login(User.objects.get(username="demo-owner"))
+    body = b"".join(client.get("/api/v1/studies/demo/export/?coders=usernames").streaming_content)
+    assert b'"coder":"demo-coder1"' in body
