@@ -90,7 +90,7 @@ def test_a_bad_dataset_writes_nothing(demo, tmp_path):
     lines[5] = json.dumps(broken)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(lines) + "\n")
-    with pytest.raises(CommandError, match="row 6.*unknown failure type 'NOPE-99'"):
+    with pytest.raises(CommandError, match=r"row 6.*unknown failure type 'NOPE-99'"):
         call_command("import_dataset", str(bad), stdout=io.StringIO())
     assert not Study.objects.filter(slug="demo").exists()
     assert not Document.objects.exists()
