@@ -29,12 +29,17 @@ from sklearn.preprocessing import normalize
 
 from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, text_hash
 
-LOCAL_VERSION = "local-2"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
+LOCAL_VERSION = "local-3"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
 NAF = "__not_a_failure__"
-# Cosine similarities to the codebook are small numbers; this temperature maps a
-# clear match (0.3 above the rest) to a confident top-1 and no match to uniform.
-PRIOR_TEMPERATURE = 0.06
+# Cold-start calibration, chosen on the shipped samples (fixtures/samples, gold labels):
+# cosine similarities to the codebook are small numbers, sharpened by a temperature;
+# a virtual "matches nothing" alternative at a fixed similarity keeps weak matches
+# unconfident; and texts with few codebook terms are shrunk towards it, so one
+# shared word ("Thanks, closing this.") is not a confident match.
+PRIOR_TEMPERATURE = 0.015
+NO_MATCH_SIMILARITY = 0.06
+SHRINK_TERMS = 4
 MAX_TEXT_CHARS = 20_000
 MAX_SENTENCES = 200
 MAX_EVIDENCE_CHARS = 300
@@ -124,9 +129,15 @@ def _softmax_rows(z: np.ndarray) -> np.ndarray:
 
 
 def prior_type_probabilities(index: CodebookIndex, X: sp.csr_matrix) -> np.ndarray:
-    """P(type | text) from cosine similarity to the codebook (n_texts x n_types)."""
+    """P(type | text) from cosine similarity to the codebook (n_texts x n_types).
+
+    Rows sum to less than 1: the rest is the "matches nothing in the codebook" mass.
+    """
     sims = np.asarray((X @ index.types.T).todense())
-    return _softmax_rows(sims / PRIOR_TEMPERATURE)
+    n_terms = np.diff(X.indptr).astype(float)
+    sims *= (n_terms / (n_terms + SHRINK_TERMS))[:, None]
+    z = np.hstack([sims, np.full((sims.shape[0], 1), NO_MATCH_SIMILARITY)]) / PRIOR_TEMPERATURE
+    return _softmax_rows(z)[:, :-1]
 
 
 def _axis_prior(spec: CodebookSpec, type_code: str | None, axis: str) -> np.ndarray:
@@ -391,9 +402,8 @@ class LocalSuggester:
                     p_naf = tmodel.weight * clf[:, j]
                 elif c in codes:
                     full[:, codes.index(c)] = clf[:, j]
+            # Not renormalised: the prior's "matches nothing" mass stays uncommitted.
             p_type = tmodel.weight * full + (1 - tmodel.weight) * p_type
-            rest = 1.0 - p_naf
-            p_type = p_type / np.maximum(p_type.sum(axis=1, keepdims=True), 1e-12) * rest[:, None]
         for axis in AXES:
             am = tm.axes.get(axis)
             if am is not None:
