@@ -394,7 +394,7 @@ def _diff_section(a: int, b: int, diff: stats.DiffBootstrap, axes: Axes) -> dict
         "a": KINDS[a],
         "b": KINDS[b],
         "status": "ok" if diff.enough else "not_enough_data",
-        "reason": diff.reason.replace("a:", f"{KINDS[a]}:").replace("b:", f"{KINDS[b]}:"),
+        "reason": diff.reason,
         "estimate": _grid(diff.estimate, shape),
         "ci_low": _grid(diff.low, shape) if diff.enough else None,
         "ci_high": _grid(diff.high, shape) if diff.enough else None,
@@ -460,7 +460,9 @@ def analysis_document(
     reps = replicates if replicates is not None else compute_replicates(ds, p, progress=progress)
     boots = [stats.cell_intervals(d, r, level=p.level, bca=p.bca) for d, r in zip(ds, reps, strict=True)]
     diffs = {
-        (a, b): stats.diff_intervals(ds[a], ds[b], reps[a], reps[b], level=p.level, bca=p.bca)
+        (a, b): stats.diff_intervals(
+            ds[a], ds[b], reps[a], reps[b], level=p.level, bca=p.bca, names=(KINDS[a], KINDS[b])
+        )
         for a, b in combinations(range(len(KINDS)), 2)
     }
     ka, kb = (KINDS.index(k) for k in p.contrast)
@@ -642,10 +644,19 @@ def coder_arrays(study: Study, axes: Axes | None = None) -> CoderArrays:
             codes[a][u, r] = v
         key = tuple(vals[a] for a in ("failure_type", "source", "stage", "capability"))
         codes["overall"][u, r] = combos.setdefault(key, len(combos))
+    # Number whole labels by their codes, and order episodes by what the coders gave them, so the
+    # result (intervals included) does not depend on ids or insertion order.
+    keys = sorted(combos)
+    remap = np.array([keys.index(k) for k in combos] + [-1], dtype=np.int64)
+    codes["overall"] = remap[codes["overall"]]
     cats["overall"] = tuple(
         "/".join(cats[a][v] for a, v in zip(("failure_type", "source", "stage", "capability"), key, strict=True))
-        for key in combos
+        for key in keys
     )
+    if U:
+        order = np.lexsort(np.hstack([codes[a] for a in AGREEMENT_AXES]).T[::-1])
+        codes = {a: c[order] for a, c in codes.items()}
+        episodes = [episodes[i] for i in order]
     return CoderArrays(
         episode_id=np.asarray(episodes, dtype=np.int64),
         coders=tuple((c, names.get(c, str(c))) for c in coder_ids),

@@ -460,6 +460,7 @@ def diff_intervals(
     *,
     level: float = 0.95,
     bca: bool = False,
+    names: tuple[str, str] = ("a", "b"),
 ) -> DiffBootstrap:
     """Intervals for p_a - p_b per cell; the two kinds are resampled independently."""
     K = a.n_cells
@@ -469,7 +470,7 @@ def diff_intervals(
     est_b = b.totals / b.n if b.n else np.zeros(K)
     est = est_a - est_b
     if not (ok_a and ok_b):
-        reason = "; ".join(f"{side}: {why}" for side, why in (("a", why_a), ("b", why_b)) if why)
+        reason = "; ".join(f"{side}: {why}" for side, why in ((names[0], why_a), (names[1], why_b)) if why)
         z = np.zeros(K)
         return DiffBootstrap(_frozen(est), _frozen(z), _frozen(z.copy()), False, reason)
     diffs = replicate_proportions(reps_a) - replicate_proportions(reps_b)
