@@ -52,7 +52,8 @@ class BoardFilters:
     @classmethod
     def from_query(cls, data) -> BoardFilters:
         f = cls(**{k: (data.get(k) or "").strip()[:300] for k in ("service", "severity", "failure_type", "age")})
-        f.status = data.get("status") if data.get("status") in STATUS_FILTERS else "open"
+        # "show", not "status": the move form posts its own "status" alongside these filters.
+        f.status = data.get("show") if data.get("show") in STATUS_FILTERS else "open"
         f.age = f.age if f.age in AGES else ""
         return f
 

@@ -1,0 +1,128 @@
+"""The triage board and incident page: grouping, filters, moves, hostile text, similar incidents."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotate.models import Suggestion, TriageEvent
+from annotate.services.incidents import IncidentArtifact, IncidentData, incident_create
+from annotate.services.studies import CodingValues, coding_save
+
+XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def board(study, bob, codes):
+    """Three incidents: one suggested as an LLM fault, one coded as a tool/service fault, one unsuggested."""
+
+    def make(title, service, severity, **kw):
+        return incident_create(
+            study=study, user=bob,
+            data=IncidentData(service=service, title=title, description=kw.get("body", "The agent failed."),
+                              severity=severity, artifacts=kw.get("artifacts", ())),
+        )  # fmt: skip
+
+    llm = make("Model invented a refund policy", "support-agent", "high")
+    Suggestion.objects.create(
+        episode=llm.episode, backend="local", model="tfidf", prompt_version="v1", cache_key="k1", confidence=0.81,
+        failure_type=codes.type("TUS-03"), source=codes.source("llm"), stage=codes.stage("iterative_execution"),
+        capability=codes.capability("actuation"),
+    )  # fmt: skip
+    tool = make("Payments API returned 500 during refund", "checkout-agent", "critical")
+    coding_save(
+        episode=tool.episode, coder=bob, version=None,
+        values=CodingValues(failure_type=codes.type("TUS-03"), source=codes.source("tool_service"),
+                            stage=codes.stage("iterative_execution"), capability=codes.capability("actuation")),
+    )  # fmt: skip
+    hostile = make(
+        XSS, "support-agent", "low", body=f"Steps: {XSS}",
+        artifacts=(IncidentArtifact(kind="diff", name=XSS, content=f"- a\n+ {XSS}"),
+                   IncidentArtifact(kind="screenshot", name="shot", url="https://example.org/x.png")),
+    )  # fmt: skip
+    return llm.document, tool.document, hostile.document
+
+
+def test_the_board_groups_open_incidents_by_responsibility_source(client, alice, board):
+    client.force_login(alice)
+    page = client.get("/studies/alpha/incidents/")
+    groups = {g.source: [c.document.pk for c in g.cards] for g in page.context["groups"]}
+    llm, tool, hostile = board
+    assert groups == {"llm": [llm.pk], "tool_service": [tool.pk], "unknown": [hostile.pk]}
+    states = {c.document.pk: c.responsibility.state for g in page.context["groups"] for c in g.cards}
+    assert states == {llm.pk: "suggested", tool.pk: "coded", hostile.pk: "unknown"}
+    html = page.content.decode()
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    assert page.context["total"] == 3
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("service=support-agent", [0, 2]),
+        ("severity=critical", [1]),
+        ("failure_type=TUS-03", [0, 1]),
+        ("age=1d", [0, 1, 2]),
+    ],
+)
+def test_the_board_filters(client, alice, board, query, expected):
+    client.force_login(alice)
+    page = client.get(f"/studies/alpha/incidents/?{query}", HTTP_HX_REQUEST="true")
+    shown = sorted(c.document.pk for g in page.context["groups"] for c in g.cards)
+    assert shown == sorted(board[i].pk for i in expected)
+    assert "<html" not in page.content.decode()  # htmx gets the fragment
+
+
+def test_moving_an_incident_records_who_and_when(client, bob, alice, board):
+    llm = board[0]
+    client.force_login(bob)
+    response = client.post(
+        f"/studies/alpha/incidents/{llm.pk}/move/", {"status": "triaged", "assignee": alice.pk}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    llm.refresh_from_db()
+    assert (llm.triage_status, llm.assignee) == ("triaged", alice)
+    event = TriageEvent.objects.filter(document=llm).last()
+    assert (event.actor, event.from_status, event.to_status, event.assignee) == (bob, "new", "triaged", alice)
+    # A plain form post redirects; resolved incidents leave the open board.
+    response = client.post(f"/studies/alpha/incidents/{llm.pk}/move/", {"status": "resolved"})
+    assert response.status_code == 302
+    page = client.get("/studies/alpha/incidents/")
+    assert llm.pk not in [c.document.pk for g in page.context["groups"] for c in g.cards]
+    page = client.get("/studies/alpha/incidents/?show=resolved")
+    assert [c.document.pk for g in page.context["groups"] for c in g.cards] == [llm.pk]
+
+
+def test_a_bad_move_says_why(client, bob, board):
+    client.force_login(bob)
+    response = client.post(
+        f"/studies/alpha/incidents/{board[0].pk}/move/", {"status": "triaged"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 400
+    assert "Choose who handles it" in response.content.decode()
+
+
+def test_viewers_cannot_move_and_strangers_cannot_see(client, vera, charlie, board):
+    client.force_login(vera)
+    assert client.get("/studies/alpha/incidents/").status_code == 200
+    assert client.post(f"/studies/alpha/incidents/{board[0].pk}/move/", {"status": "resolved"}).status_code == 403
+    client.force_login(charlie)
+    assert client.get("/studies/alpha/incidents/").status_code == 404
+    assert client.get(f"/studies/alpha/incidents/{board[0].pk}/").status_code == 404
+
+
+def test_the_incident_page_shows_artifacts_sanitised_and_similar_incidents(client, alice, board):
+    client.force_login(alice)
+    hostile = board[2]
+    html = client.get(f"/studies/alpha/incidents/{hostile.pk}/").content.decode()
+    assert "<script>" not in html and "onerror=alert" not in html.replace("&quot;", "")
+    assert "&lt;script&gt;" in html
+    assert 'href="https://example.org/x.png"' in html
+    page = client.get(f"/studies/alpha/incidents/{board[1].pk}/")
+    similar = page.context["similar"]
+    assert [s.document.pk for s in similar][:1] == [board[0].pk]
+    assert similar[0].reason == "same type TUS-03"
