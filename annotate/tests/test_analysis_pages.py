@@ -1,0 +1,150 @@
+"""The analysis, agreement and coverage pages, the cell lists, figure downloads and the job start."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from annotate.models import Job
+
+from .analysis_factory import build, paper_rows
+
+
+@pytest.fixture
+def paper(study, codes, alice, bob, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    build(study, paper_rows(5, 6), codes, [alice, bob])
+    return study
+
+
+def test_it_shows_heatmaps_the_difference_and_the_sensitivity_panel(paper, client, vera, django_assert_max_num_queries):
+    client.force_login(vera)
+    with django_assert_max_num_queries(25):
+        r = client.get("/studies/alpha/analysis/?bootstrap=300&cell=iterative_execution:actuation")
+    html = r.content.decode()
+    assert r.status_code == 200
+    assert html.count('<table class="heatmap">') == 2  # GitHub and literature; no incidents here
+    assert 'class="heatmap diff"' in html and "◆" in html
+    assert 'id="sensitivity"' in html and "Leave one cluster out" in html
+    assert "/studies/alpha/analysis/cell/github_issue/iterative_execution/actuation/" in html
+    assert "disagreement" in html  # excluded episodes are reported with reasons
+
+
+def test_it_serves_the_sensitivity_panel_as_an_htmx_fragment(paper, client, alice):
+    client.force_login(alice)
+    r = client.get("/studies/alpha/analysis/?bootstrap=300&cell=setup:memory", HTTP_HX_REQUEST="true")
+    html = r.content.decode()
+    assert r.status_code == 200 and html.lstrip().startswith('<section id="sensitivity"')
+    assert "setup \u00d7 memory" in html and "<html" not in html
+
+
+def test_it_lists_the_episodes_of_a_cell(paper, client, alice):
+    client.force_login(alice)
+    r = client.get("/studies/alpha/analysis/cell/literature/planning/reasoning/")
+    assert r.status_code == 200
+    doc = client.get("/api/v1/studies/alpha/matrix/?bootstrap=200").json()
+    lit = next(k for k in doc["kinds"] if k["kind"] == "literature")
+    n = lit["counts"][2][1]
+    assert r.content.decode().count("/studies/alpha/episodes/") == n and n > 0
+    assert client.get("/studies/alpha/analysis/cell/literature/nowhere/reasoning/").status_code == 404
+
+
+FIGURES = (
+    ("github_issue", "svg", lambda b: b.lstrip().startswith(b"<?xml") and b"<svg" in b),
+    ("difference", "png", lambda b: b.startswith(b"\x89PNG")),
+    ("literature", "png", lambda b: b.startswith(b"\x89PNG")),
+    ("difference", "svg", lambda b: b"<svg" in b),
+)
+
+
+def test_it_draws_figures(paper, client, alice):
+    client.force_login(alice)
+    for name, fmt, check in FIGURES:
+        r = client.get(f"/studies/alpha/analysis/{name}.{fmt}?bootstrap=200")
+        assert r.status_code == 200 and check(r.content), (name, fmt)
+        assert r["Content-Disposition"] == f'attachment; filename="alpha-{name}.{fmt}"'
+
+
+def test_it_downloads_csv_and_json_that_match_the_document(paper, client, alice):
+    client.force_login(alice)
+    doc = json.loads(client.get("/studies/alpha/analysis/analysis.json?bootstrap=200&seed=1").content)
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get("/studies/alpha/analysis/github_issue.csv?bootstrap=200&seed=1").content.decode())
+        )
+    )
+    gh = next(k for k in doc["kinds"] if k["kind"] == "github_issue")
+    assert len(rows) == 42
+    hot = next(r for r in rows if (r["stage"], r["capability"]) == ("iterative_execution", "actuation"))
+    assert int(hot["count"]) == gh["counts"][3][3] and float(hot["ci_low"]) == gh["ci_low"][3][3]
+    diff = list(
+        csv.DictReader(
+            io.StringIO(client.get("/studies/alpha/analysis/difference.csv?bootstrap=200&seed=1").content.decode())
+        )
+    )
+    assert {r["a"] for r in diff} == {"github_issue"} and len(diff) == 42
+    section = json.loads(client.get("/studies/alpha/analysis/difference.json?bootstrap=200&seed=1").content)
+    assert section["difference"]["a"] == "github_issue"
+    assert client.get("/studies/alpha/analysis/nothing.svg").status_code == 404
+    assert client.get("/studies/alpha/analysis/github_issue.gif").status_code == 404
+    assert client.get("/studies/alpha/analysis/github_issue.csv?cell=bad").status_code == 400
+
+
+def test_it_hides_the_pages_from_non_members(paper, client, charlie):
+    client.force_login(charlie)
+    for path in (
+        "analysis/",
+        "agreement/",
+        "coverage/",
+        "analysis/github_issue.svg",
+        "analysis/cell/literature/planning/reasoning/",
+    ):
+        assert client.get(f"/studies/alpha/{path}").status_code == 404
+
+
+def test_it_explains_bad_parameters(paper, client, alice):
+    client.force_login(alice)
+    r = client.get("/studies/alpha/analysis/?cell=foo&bootstrap=3")
+    assert r.status_code == 400
+    assert "cell:" in r.content.decode() and "bootstrap:" in r.content.decode()
+
+
+def test_a_large_b_runs_as_a_job_started_by_a_coder_not_a_viewer(
+    paper, client, bob, vera, settings, django_capture_on_commit_callbacks
+):
+    settings.FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = 500
+    client.force_login(vera)
+    page = client.get("/studies/alpha/analysis/?bootstrap=640")
+    assert "runs as a background job" in page.content.decode() and "Run as a job" not in page.content.decode()
+    assert client.post("/studies/alpha/analysis/run/", {"bootstrap": "640"}).status_code == 403
+    client.force_login(bob)
+    assert "Run as a job" in client.get("/studies/alpha/analysis/?bootstrap=640").content.decode()
+    with django_capture_on_commit_callbacks(execute=False):
+        r = client.post("/studies/alpha/analysis/run/", {"bootstrap": "640", "seed": "3", "cell": "setup:memory"})
+    job = Job.objects.get(kind="bootstrap")
+    assert job.params == {"bootstrap": 640, "seed": 3, "cap": 5, "bca": False, "cell": "setup:memory"}
+    assert r.status_code == 302 and f"job={job.pk}" in r["Location"]
+    page = client.get(r["Location"])
+    assert f'id="job-{job.pk}"' in page.content.decode()  # the shared progress partial
+
+
+def test_it_shows_agreement_and_coverage(paper, client, vera):
+    client.force_login(vera)
+    r = client.get("/studies/alpha/agreement/?axis=stage&bootstrap=200")
+    html = r.content.decode()
+    assert r.status_code == 200 and "Krippendorff" in html and "alice \u00d7 bob" in html and "Confusion matrix" in html
+    assert client.get("/studies/alpha/agreement/?bootstrap=nope").status_code == 400
+    data = json.loads(client.get("/studies/alpha/agreement/?format=json&bootstrap=200").content)
+    assert data["schema"] == "faultline.agreement/1"
+    r = client.get("/studies/alpha/coverage/")
+    assert r.status_code == 200 and "Wilson" in r.content.decode() and "need a new type" in r.content.decode()
+
+
+def test_the_study_overview_links_the_analysis_pages(paper, client, vera):
+    client.force_login(vera)
+    html = client.get("/studies/alpha/").content.decode()
+    for path in ("analysis/", "agreement/", "coverage/"):
+        assert f"/studies/alpha/{path}" in html

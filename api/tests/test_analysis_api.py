@@ -1,0 +1,97 @@
+"""The analysis endpoints: the same documents as the commands, membership, field errors, the job threshold."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotate.models import Job, JobStatus
+from annotate.tests.analysis_factory import build, paper_rows
+
+
+@pytest.fixture
+def paper(study, codes, alice, bob):
+    build(study, paper_rows(5, 6), codes, [alice, bob])
+    return study
+
+
+def test_it_serves_the_matrix_document_to_a_token_holding_member(paper, vera, as_user):
+    r = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=300&seed=4&cell=iterative_execution:actuation")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["schema"] == "faultline.analysis/1"
+    assert (doc["parameters"]["bootstrap"], doc["parameters"]["seed"]) == (300, 4)
+    assert doc["contrast"]["cell"] == {"stage": "iterative_execution", "capability": "actuation"}
+    assert [k["kind"] for k in doc["kinds"]] == ["github_issue", "literature", "incident"]
+    again = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=300&seed=4&cell=iterative_execution:actuation")
+    assert {k: v for k, v in again.json().items() if k != "generated_at"} == {
+        k: v for k, v in doc.items() if k != "generated_at"
+    }
+
+
+def test_it_serves_agreement_and_coverage(paper, bob, as_user):
+    client = as_user(bob)
+    agr = client.get("/api/v1/studies/alpha/agreement/?bootstrap=200&seed=1").json()
+    assert agr["schema"] == "faultline.agreement/1" and agr["parameters"]["bootstrap"] == 200
+    assert {a["axis"] for a in agr["axes"]} == {"failure_type", "category", "source", "stage", "capability", "overall"}
+    cov = client.get("/api/v1/studies/alpha/coverage/").json()
+    assert cov["schema"] == "faultline.coverage/1" and cov["coverage"]["n"] == 3
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("bootstrap=5", "bootstrap"),
+        ("bootstrap=abc", "bootstrap"),
+        ("seed=-1", "seed"),
+        ("cell=iterative_execution", "cell"),
+        ("cell=nowhere:actuation", "cell"),
+        ("contrast=github-github", "contrast"),
+        ("contrast=github_issue-papers", "contrast"),
+        ("cap=0", "cap"),
+        ("bca=maybe", "bca"),
+    ],
+)
+def test_it_rejects_bad_parameters_with_field_errors(paper, alice, as_user, query, field):
+    r = as_user(alice).get(f"/api/v1/studies/alpha/matrix/?{query}")
+    assert r.status_code == 400
+    assert field in r.json()
+
+
+def test_it_rejects_bad_agreement_parameters(paper, alice, as_user):
+    r = as_user(alice).get("/api/v1/studies/alpha/agreement/?bootstrap=1")
+    assert r.status_code == 400 and "bootstrap" in r.json()
+
+
+def test_it_hides_studies_from_non_members_and_anonymous_users(paper, charlie, as_user, api):
+    for path in ("matrix/", "agreement/", "coverage/"):
+        assert as_user(charlie).get(f"/api/v1/studies/alpha/{path}").status_code == 404
+        assert api.get(f"/api/v1/studies/alpha/{path}").status_code in (401, 403)
+
+
+def test_it_sends_a_large_b_to_a_job_and_serves_the_finished_result(paper, alice, as_user, settings):
+    settings.FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = 500
+    client = as_user(alice)
+    r = client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=2")
+    assert r.status_code == 400 and "analysis/" in r.json()["bootstrap"][0]
+    from annotate.jobs import job_run
+
+    job = Job.objects.create(kind="bootstrap", study=paper, params={"bootstrap": 640, "seed": 2, "chunks": 1})
+    job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCESS
+    r = client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=2")
+    assert r.status_code == 200 and r.json()["run"]["job"] == job.pk
+    # Other parameters are another analysis.
+    assert client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=3").status_code == 400
+
+
+def test_the_schema_describes_the_analysis_endpoints(alice, as_user):
+    schema = as_user(alice).get("/api/schema/?format=json").json()
+    matrix = schema["paths"]["/api/v1/studies/{slug}/matrix/"]["get"]
+    assert {p["name"] for p in matrix["parameters"]} >= {"bootstrap", "seed", "cell", "contrast", "cap", "bca"}
+    ref = matrix["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    component = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert {"kinds", "differences", "contrast", "excluded", "parameters", "data"} <= set(component["properties"])
+    assert "400" in matrix["responses"]
+    for path in ("agreement", "coverage"):
+        assert "200" in schema["paths"][f"/api/v1/studies/{{slug}}/{path}/"]["get"]["responses"]
