@@ -113,10 +113,11 @@ def system_prompt(spec: CodebookSpec) -> str:
     return "\n".join(lines)
 
 
-def user_message(text: str) -> str:
+def user_message(text: str, title: str = "") -> str:
     if len(text) > MAX_PROMPT_TEXT_CHARS:
         text = text[:MAX_PROMPT_TEXT_CHARS] + "\n[... truncated]"
-    return f"Episode text:\n<<<\n{text}\n>>>"
+    head = f"Title (context only; do not quote it): {title}\n\n" if title else ""
+    return f"{head}Episode text:\n<<<\n{text}\n>>>"
 
 
 def prompt_version_for(spec: CodebookSpec) -> str:
@@ -287,7 +288,7 @@ class LLMSuggester:
             return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": self._schema}}
         return {"type": "json_object"}
 
-    def _create(self, text: str, response_format: dict):
+    def _create(self, text: str, title: str, response_format: dict):
         with study_slot(self.study_id, self.concurrency, hold_s=self.timeout * 2 + 5):
             with self._lock:
                 self.stats.requests += 1
@@ -296,17 +297,17 @@ class LLMSuggester:
                 temperature=0,
                 messages=[
                     {"role": "system", "content": self._system},
-                    {"role": "user", "content": user_message(text)},
+                    {"role": "user", "content": user_message(text, title)},
                 ],
                 response_format=response_format,
             )
 
-    def _create_with_retries(self, text: str):
+    def _create_with_retries(self, text: str, title: str):
         attempt = 0
         while True:
             response_format = self._response_format()
             try:
-                return self._create(text, response_format)
+                return self._create(text, title, response_format)
             except openai.BadRequestError as exc:
                 message = str(exc).lower()
                 structured = response_format["type"] == "json_schema"
@@ -331,10 +332,10 @@ class LLMSuggester:
                 log.info("LLM request failed (%s); retry %d in %.2fs", type(exc).__name__, attempt, delay)
                 time.sleep(delay)
 
-    def suggest_text(self, text: str) -> Answer:
+    def suggest_text(self, text: str, title: str = "") -> Answer:
         """One validated answer for `text` (errors are answers with `error` set, never exceptions)."""
         try:
-            response = self._create_with_retries(text)
+            response = self._create_with_retries(text, title)
         except LLMConfigError:
             raise
         except openai.APIError as exc:
@@ -364,12 +365,17 @@ class LLMSuggester:
             cost=cost,
         )
 
-    def suggest_many(self, texts: list[str], on_answer: Callable[[int, Answer], None]) -> None:
+    def suggest_many(
+        self, texts: list[str], on_answer: Callable[[int, Answer], None], titles: list[str] | None = None
+    ) -> None:
         """Answer every text with up to `concurrency` requests in flight; `on_answer` runs in the calling thread."""
         if not texts:
             return
+        titles = titles or [""] * len(texts)
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(texts))) as pool:
-            futures = {pool.submit(self.suggest_text, t): j for j, t in enumerate(texts)}
+            futures = {
+                pool.submit(self.suggest_text, t, ti): j for j, (t, ti) in enumerate(zip(texts, titles, strict=True))
+            }
             try:
                 for future in as_completed(futures):
                     on_answer(futures[future], future.result())
@@ -378,12 +384,14 @@ class LLMSuggester:
                     f.cancel()
                 raise
 
-    def suggest_texts(self, texts: list[str], episode_ids: list[int | None] | None = None) -> list[Answer]:
+    def suggest_texts(
+        self, texts: list[str], episode_ids: list[int | None] | None = None, titles: list[str] | None = None
+    ) -> list[Answer]:
         """Answers in input order (for the audit and the benchmark)."""
         out: list[Answer | None] = [None] * len(texts)
 
         def keep(j: int, answer: Answer) -> None:
             out[j] = answer
 
-        self.suggest_many(texts, keep)
+        self.suggest_many(texts, keep, titles)
         return [a for a in out if a is not None]

@@ -120,11 +120,16 @@ def codebook_spec(codebook: Codebook) -> CodebookSpec:
 
 
 def episode_text(episode) -> str:
-    """The text a suggester reads and quotes from: the excerpt, else the document's title and body."""
-    if episode.excerpt:
-        return episode.excerpt
-    doc = episode.document
-    return f"{doc.title}\n\n{doc.body}" if doc.body else doc.title
+    """The episode's text as the coding page shows it (the excerpt, else the document body).
+
+    Evidence quotes must come from this text: the coding form checks them against it.
+    """
+    return episode.excerpt or episode.document.body
+
+
+def reading(title: str, text: str) -> str:
+    """What a suggester reads: the title for context, then the text (this is what the cache key hashes)."""
+    return f"{title}\n\n{text}" if title else text
 
 
 def text_hash(text: str) -> str:

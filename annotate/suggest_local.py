@@ -27,7 +27,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import normalize
 
-from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, text_hash
+from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, reading, text_hash
 
 LOCAL_VERSION = "local-3"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
@@ -424,13 +424,19 @@ class LocalSuggester:
             neighbours[i] = [int(j) for j in top[i] if sims[i, j] > 0.2]
         return cb_X, p_type, p_naf, p_axes, neighbours
 
-    def suggest_texts(self, texts: list[str], episode_ids: list[int | None] | None = None) -> list[Answer]:
-        """Top-3 answers for many texts at once (vectorised; no database)."""
+    def suggest_texts(
+        self, texts: list[str], episode_ids: list[int | None] | None = None, titles: list[str] | None = None
+    ) -> list[Answer]:
+        """Top-3 answers for many texts at once (vectorised; no database).
+
+        Titles are read for context; evidence is always a sentence of the text itself.
+        """
         if not texts:
             return []
         episode_ids = episode_ids or [None] * len(texts)
         spec, index = self.spec, self.index
-        cb_X, p_type, p_naf, p_axes, neighbours = self._distributions(texts, episode_ids)
+        read = [reading(ti, t) for ti, t in zip(titles or [""] * len(texts), texts, strict=True)]
+        cb_X, p_type, p_naf, p_axes, neighbours = self._distributions(read, episode_ids)
         top = np.argsort(-p_type, axis=1, kind="stable")[:, :MAX_CANDIDATES]
         # Evidence: the sentence closest to each candidate type, from one vectorised pass.
         sentences = [_sentences(t[:MAX_TEXT_CHARS]) for t in texts]

@@ -35,7 +35,7 @@ from ..models import (
     SuggestionBackend,
     SuggestionStatus,
 )
-from ..suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text
+from ..suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
 
 log = logging.getLogger(__name__)
 
@@ -229,17 +229,19 @@ def episodes_to_suggest(
     return qs.select_related("document").order_by("id")
 
 
-def _answer_chunk(suggester, texts: list[str], ids: list[int], tick: Callable[[], None]) -> list[tuple[int, Answer]]:
+def _answer_chunk(
+    suggester, texts: list[str], titles: list[str], ids: list[int], tick: Callable[[], None]
+) -> list[tuple[int, Answer]]:
     """(position, answer) for each text; the LLM reports answers as they arrive, in any order."""
     if suggester.backend == SuggestionBackend.LOCAL:
-        return list(enumerate(suggester.suggest_texts(texts, ids)))
+        return list(enumerate(suggester.suggest_texts(texts, ids, titles)))
     out: list[tuple[int, Answer]] = []
 
     def on_answer(j: int, answer: Answer) -> None:
         out.append((j, answer))
         tick()
 
-    suggester.suggest_many(texts, on_answer)
+    suggester.suggest_many(texts, on_answer, titles)
     return out
 
 
@@ -288,13 +290,19 @@ def suggestions_make(
     for start in range(0, total, size):
         chunk = episodes[start : start + size]
         texts = [episode_text(e) for e in chunk]
-        keys = [cache_key(suggester.model, suggester.prompt_version, t) for t in texts]
+        titles = [e.document.title for e in chunk]
+        keys = [
+            cache_key(suggester.model, suggester.prompt_version, reading(ti, t))
+            for ti, t in zip(titles, texts, strict=True)
+        ]
         existing = {
             (s.episode_id, s.cache_key): s for s in Suggestion.objects.filter(episode__in=chunk, cache_key__in=keys)
         }
         cached = {k for k, s in existing.items() if not s.error}
         todo = [i for i, e in enumerate(chunk) if (e.pk, keys[i]) not in cached]
-        pairs = _answer_chunk(suggester, [texts[i] for i in todo], [chunk[i].pk for i in todo], tick)
+        pairs = _answer_chunk(
+            suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick
+        )
         results = [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs]
         for row in _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job):
             counts["errors" if row.error else "suggested"] += 1
@@ -345,7 +353,7 @@ def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
         out.append(
             TrainingExample(
                 episode_id=episode.pk,
-                text=episode_text(episode),
+                text=reading(episode.document.title, episode_text(episode)),
                 failure_type=type_code.get(label.failure_type_id),
                 not_a_failure=label.not_a_failure,
                 source=axis_code.get(label.source_id),

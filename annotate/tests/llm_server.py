@@ -48,7 +48,7 @@ DEFAULT_ANSWER = {
 
 def episode_from(request: dict) -> str:
     content = request["messages"][-1]["content"]
-    return content.split("<<<\n", 1)[1].rsplit("\n>>>", 1)[0]
+    return content.split("Episode text:\n<<<\n", 1)[1].rsplit("\n>>>", 1)[0]
 
 
 class FakeLLMServer(ThreadingHTTPServer):

@@ -12,7 +12,7 @@ from annotate.jobs import job_run
 from annotate.llm import LLMConfigError, LLMSuggester, answer_validate, prompt_version_for
 from annotate.models import Job, JobStatus, Suggestion, SuggestionStatus
 from annotate.services.suggestions import suggestion_batch_start, suggestions_make
-from annotate.suggest_base import cache_key, codebook_spec, episode_text
+from annotate.suggest_base import cache_key, codebook_spec, episode_text, reading
 from annotate.tests.llm_server import FakeLLMServer
 
 BODY = "The agent hit 429 Too Many Requests from the provider and gave up after one try."
@@ -53,7 +53,7 @@ def test_it_stores_a_valid_structured_answer_with_tokens_cost_and_cache_key(llm,
     assert result["cost"] == pytest.approx(0.0045) and result["suggested"] == 1
     spec = codebook_spec(study.codebook)
     assert s.prompt_version == prompt_version_for(spec) and len(s.prompt_version) == 64
-    assert s.cache_key == cache_key("fake-model-1", s.prompt_version, episode_text(ep))
+    assert s.cache_key == cache_key("fake-model-1", s.prompt_version, reading(ep.document.title, episode_text(ep)))
     # The request asked for structured output with the codebook's codes as enums, at temperature 0.
     request = llm.requests[0]
     fmt = request["response_format"]
@@ -63,7 +63,7 @@ def test_it_stores_a_valid_structured_answer_with_tokens_cost_and_cache_key(llm,
     assert item["source"]["enum"] == list(spec.axis_codes("source"))
     system = request["messages"][0]["content"]
     assert "TUS-03" in system and "Indicators:" in system and "Example:" in system and "R01" in system
-    assert BODY in request["messages"][1]["content"]
+    assert BODY in request["messages"][1]["content"] and ep.document.title in request["messages"][1]["content"]
 
 
 def test_it_never_sends_the_same_request_twice(llm, study, make_episode):

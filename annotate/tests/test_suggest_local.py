@@ -22,7 +22,7 @@ from annotate.services.suggestions import (
     suggestions_make,
 )
 from annotate.suggest_audit import suggester_audit
-from annotate.suggest_base import cache_key, codebook_spec, episode_text
+from annotate.suggest_base import cache_key, codebook_spec, episode_text, reading
 from annotate.suggest_local import COLD_MODEL, LocalSuggester, text_vectors
 
 RATE_LIMIT = (
@@ -59,7 +59,8 @@ def test_it_stores_local_suggestions_with_verbatim_evidence_and_a_rationale(stud
     assert len(s.candidates) == 3 and s.candidates[0]["failure_type"] == s.failure_type.code
     assert 0 < s.confidence <= 1 and s.evidence and s.evidence in episode_text(ep)
     assert "Shared codebook terms" in s.rationale
-    assert s.cache_key == cache_key(s.model, s.prompt_version, episode_text(ep))
+    assert s.cache_key == cache_key(s.model, s.prompt_version, reading("Search tool throttled", episode_text(ep)))
+    assert s.evidence in RATE_LIMIT  # quoted from the text the coder sees, never the title
     assert s.input_tokens == 0 and s.cost == 0
 
 
@@ -123,9 +124,9 @@ def test_it_trains_on_final_labels_once_there_are_enough_and_scores_labelled_epi
     assert set(trained.oof) == {e.pk for e in labelled}
     spec = codebook_spec(study.codebook)
     suggester = LocalSuggester(spec, trained)
-    text = episode_text(labelled[0])
-    held_out = suggester.suggest_texts([text], [labelled[0].pk])[0]
-    anonymous = suggester.suggest_texts([text])[0]
+    text, title = episode_text(labelled[0]), labelled[0].document.title
+    held_out = suggester.suggest_texts([text], [labelled[0].pk], [title])[0]
+    anonymous = suggester.suggest_texts([text], titles=[title])[0]
     # A labelled episode is scored by models that never saw its label, unlike a new text.
     assert held_out.candidates != anonymous.candidates
     assert Suggestion.objects.get(episode=new, model=result["model"]).failure_type is not None
@@ -181,10 +182,10 @@ class _LeakySuggester(LocalSuggester):
 
     calls = 0
 
-    def suggest_texts(self, texts, episode_ids=None):
+    def suggest_texts(self, texts, episode_ids=None, titles=None):
         self.calls += 1
         Document.objects.filter(pk__in=Document.objects.values("pk")[:1]).update(title=f"changed {self.calls}")
-        return super().suggest_texts(texts, episode_ids)
+        return super().suggest_texts(texts, episode_ids, titles)
 
 
 def test_the_audit_catches_a_suggester_that_writes_elsewhere(study, make_episode):
