@@ -363,6 +363,8 @@ def _history_rows(records, picker: Picker, subject) -> list[HistoryRow]:
             new = _history_value(rec, name, picker) if rec.history_type != "-" else ""
             if rec.history_type == "-":
                 old = _history_value(rec, name, picker)
+            if rec.history_type != "~" and (old or new) in ("no", "medium"):
+                continue  # a created or deleted row lists what was set, not every default
             if old != new:
                 changes.append((label, old, new))
         who = rec.history_user.get_username() if rec.history_user else "system"

@@ -111,7 +111,11 @@
       if (t.code === chosen) li.classList.add("chosen");
       list.appendChild(li);
     });
-    setActive(visible.length ? 0 : -1, false);
+    // With no query, start on the chosen type so it is in view; otherwise on the best match.
+    var start = query.trim() ? 0 : Math.max(0, visible.findIndex(function (t) {
+      return t.code === chosen;
+    }));
+    setActive(visible.length ? start : -1, false);
     announce(visible.length + (visible.length === 1 ? " type matches" : " types match"));
   }
 
@@ -329,7 +333,7 @@
     if (!form || (dialog && dialog.open)) return;
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
       e.preventDefault();
-      form.requestSubmit($("save-next"));
+      $("save-next").click(); // a click, so htmx sends the button's name and value too
       return;
     }
     if (e.ctrlKey || e.metaKey || e.altKey || isTyping(e.target)) return;
