@@ -1,0 +1,65 @@
+"""The analysis pages in Chromium, on the demo study (GitHub + literature, double-coded, 4 hold-out records)."""
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+X = "\u00d7"  # the multiplication sign between stage and capability
+
+
+@pytest.fixture
+def demo(codebook):
+    from django.contrib.auth import get_user_model
+
+    from annotate.demo import demo_build
+    from conftest import PASSWORD
+
+    result = demo_build()
+    owner = get_user_model().objects.get(username="demo-owner")
+    owner.set_password(PASSWORD)
+    owner.save()
+    return result.study
+
+
+def test_the_analysis_pages_show_matrices_contrast_agreement_and_coverage(page, live_server, login, shot, demo):
+    login("demo-owner")
+    page.goto(f"{live_server.url}/studies/demo/")
+    page.get_by_role("link", name="Analysis").click()
+    expect(page.get_by_role("heading", name="Where failures concentrate")).to_be_visible()
+    heatmaps = page.locator("table.heatmap:not(.diff)")
+    expect(heatmaps).to_have_count(2)
+    expect(page.locator("figcaption", has_text="GitHub issue")).to_contain_text("episodes in")
+    # The paper's headline cell is the largest difference, and its interval excludes zero.
+    selected = page.locator("table.diff td.selected")
+    expect(selected).to_contain_text("◆")
+    expect(page.locator("#sensitivity h2")).to_contain_text(f"iterative execution {X} actuation")
+    expect(page.locator("#sensitivity tbody tr")).to_have_count(4)
+    shot("analysis-page")
+
+    # Clicking another cell swaps in its sensitivity panel (htmx), without a page load.
+    page.locator("table.diff tbody tr").nth(5).locator("td").nth(5).locator("a").click()
+    expect(page.locator("#sensitivity h2")).to_contain_text(f"verification {X} self monitoring")
+    expect(page.locator("#sensitivity")).to_contain_text("includes 0")
+    assert "cell=" not in page.url
+    shot("analysis-sensitivity")
+
+    # A count opens the list of the cell's episodes.
+    heatmaps.first.locator("tbody tr").nth(3).locator("td").nth(3).locator("a").click()
+    expect(page.get_by_role("heading", name=f"GitHub issue: iterative execution {X} actuation")).to_be_visible()
+    expect(page.locator("table.table tbody tr")).not_to_have_count(0)
+    shot("analysis-cell")
+
+    with page.expect_download() as download:
+        page.goto(f"{live_server.url}/studies/demo/analysis/")
+        page.locator("figure.heatmap-card").first.get_by_role("link", name="PNG").click()
+    assert download.value.suggested_filename == "demo-github_issue.png"
+
+    page.get_by_role("link", name="Agreement").first.click()
+    expect(page.locator("table.table").first).to_contain_text("Krippendorff")
+    expect(page.locator("table.confusion").first).to_be_visible()
+    shot("agreement-page")
+
+    page.get_by_role("link", name="Hold-out coverage").click()
+    expect(page.locator(".big-number")).to_contain_text("%")
+    expect(page.get_by_text("Wilson", exact=False).first).to_be_visible()
+    shot("coverage-page")
