@@ -41,6 +41,8 @@ def test_the_analysis_pages_show_matrices_contrast_agreement_and_coverage(page, 
     expect(page.locator("#sensitivity h2")).to_contain_text(f"verification {X} self monitoring")
     expect(page.locator("#sensitivity")).to_contain_text("includes 0")
     assert "cell=" not in page.url
+    expect(page.locator("table.diff td.selected")).to_have_count(1)
+    expect(page.locator("table.diff td.selected")).to_contain_text("-18.8")
     shot("analysis-sensitivity")
 
     # A count opens the list of the cell's episodes.
