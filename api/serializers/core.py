@@ -110,7 +110,11 @@ class StudySerializer(serializers.ModelSerializer):
 class DocumentSerializer(serializers.ModelSerializer):
     labels = serializers.SerializerMethodField(help_text="Labels (GitHub labels or incident tags).")
     assignee = serializers.CharField(
-        source="assignee.username", read_only=True, default=None, help_text="Incident assignee (username)."
+        source="assignee.username",
+        read_only=True,
+        default=None,
+        allow_null=True,
+        help_text="Incident assignee (username).",
     )
 
     class Meta:
@@ -171,12 +175,16 @@ class CodingSerializer(serializers.ModelSerializer):
     coder = serializers.IntegerField(source="coder_id", read_only=True, help_text="The coder's user id.")
     coder_username = serializers.CharField(source="coder.username", read_only=True, help_text="The coder's username.")
     failure_type = serializers.CharField(
-        source="failure_type.code", read_only=True, default=None, help_text="Failure type code."
+        source="failure_type.code", read_only=True, default=None, allow_null=True, help_text="Failure type code."
     )
-    source = serializers.CharField(source="source.code", read_only=True, default=None, help_text="Source code.")
-    stage = serializers.CharField(source="stage.code", read_only=True, default=None, help_text="Stage code.")
+    source = serializers.CharField(
+        source="source.code", read_only=True, default=None, allow_null=True, help_text="Source code."
+    )
+    stage = serializers.CharField(
+        source="stage.code", read_only=True, default=None, allow_null=True, help_text="Stage code."
+    )
     capability = serializers.CharField(
-        source="capability.code", read_only=True, default=None, help_text="Capability code."
+        source="capability.code", read_only=True, default=None, allow_null=True, help_text="Capability code."
     )
 
     class Meta:

@@ -73,9 +73,15 @@ class ArtifactSerializer(serializers.ModelSerializer):
 
 
 class TriageEventSerializer(serializers.ModelSerializer):
-    actor = serializers.CharField(source="actor.username", default=None, read_only=True, help_text="Who moved it.")
+    actor = serializers.CharField(
+        source="actor.username", default=None, allow_null=True, read_only=True, help_text="Who moved it."
+    )
     assignee = serializers.CharField(
-        source="assignee.username", default=None, read_only=True, help_text="The assignee after the move."
+        source="assignee.username",
+        default=None,
+        allow_null=True,
+        read_only=True,
+        help_text="The assignee after the move.",
     )
 
     class Meta:
@@ -95,7 +101,7 @@ class IncidentSerializer(serializers.ModelSerializer):
     service = serializers.CharField(source="cluster", read_only=True, help_text="The service or agent.")
     description = serializers.CharField(source="body", read_only=True, help_text="What happened (untrusted).")
     assignee = serializers.CharField(
-        source="assignee.username", default=None, read_only=True, help_text="Who handles it."
+        source="assignee.username", default=None, allow_null=True, read_only=True, help_text="Who handles it."
     )
     episode = serializers.SerializerMethodField(help_text="The incident's episode id (to code it).")
     trace = serializers.SerializerMethodField(help_text="The trace sent with it, if any.")
