@@ -32,7 +32,7 @@ from .suggest_base import AXES
 NAF = "(not a failure)"
 NEW = "(needs a new type)"
 FIELDS = ("failure_type", *AXES)
-BINS = np.linspace(0.0, 1.0, 11)
+BINS = np.arange(11) / 10  # exact tenths, so a confidence of 0.3 falls in the 0.3 to 0.4 bin
 
 
 @dataclass(frozen=True)

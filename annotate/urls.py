@@ -4,6 +4,7 @@ from .views import adjudication, coding, coding_settings, episodes, health, jobs
 from .views import analysis as analysis_views
 from .views import documents as document_views
 from .views import incidents as incident_views
+from .views import suggestions as suggestion_views
 
 urlpatterns = [
     path("", studies.study_list, name="study_list"),
@@ -51,6 +52,19 @@ urlpatterns = [
     path("studies/<slug:slug>/incidents/", incident_views.triage_board, name="triage_board"),
     path("studies/<slug:slug>/incidents/<int:pk>/", incident_views.incident_detail, name="incident_detail"),
     path("studies/<slug:slug>/incidents/<int:pk>/move/", incident_views.incident_move_view, name="incident_move"),
+    path("studies/<slug:slug>/suggestions/", suggestion_views.suggestion_quality_page, name="suggestion_quality_page"),
+    path("studies/<slug:slug>/suggestions/run/", suggestion_views.suggestion_batch, name="suggestion_batch"),
+    path("studies/<slug:slug>/suggestions/retrain/", suggestion_views.suggestion_retrain, name="suggestion_retrain"),
+    path(
+        "studies/<slug:slug>/episodes/<int:pk>/suggestions/",
+        suggestion_views.suggestion_panel,
+        name="suggestion_panel",
+    ),
+    path(
+        "studies/<slug:slug>/suggestions/<int:pk>/reject/",
+        suggestion_views.suggestion_reject_view,
+        name="suggestion_reject",
+    ),
     path("profile/tokens/", tokens.profile_tokens, name="profile_tokens"),
     path("profile/tokens/<int:pk>/revoke/", tokens.profile_token_revoke, name="profile_token_revoke"),
 ]

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from .views import analysis, codebooks, exports, incidents, jobs, studies
+from .views import analysis, codebooks, exports, incidents, jobs, studies, suggestions
 
 router = DefaultRouter()
 router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")
@@ -24,6 +24,11 @@ v1_paths = [
     path("studies/<slug:slug>/agreement/", analysis.AgreementView.as_view(), name="api-agreement"),
     path("studies/<slug:slug>/coverage/", analysis.CoverageView.as_view(), name="api-coverage"),
     path("studies/<slug:slug>/export/", exports.ExportView.as_view(), name="api-export"),
+    path(
+        "studies/<slug:slug>/suggestions/quality/",
+        suggestions.SuggestionQualityView.as_view(),
+        name="api-suggestion-quality",
+    ),
     path("jobs/<int:pk>/file/", exports.JobFile.as_view(), name="api-job-file"),
 ]
 

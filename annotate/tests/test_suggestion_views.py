@@ -1,0 +1,150 @@
+"""Suggestion pages: the batch button, the coding page's panel and its anchoring guard, reject, quality."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from annotate.models import Coding, Job, Suggestion, SuggestionStatus
+from annotate.services import CodingValues, coding_save
+from annotate.services.suggestions import suggestions_make
+from conftest import PASSWORD
+
+BODY = (
+    "The agent kept calling the search API and got HTTP 429 Too Many Requests. "
+    "It did not back off and the run failed after the provider throttled it."
+)
+
+
+@pytest.fixture
+def login(client):
+    def as_user(user):
+        client.login(username=user.username, password=PASSWORD)
+        return client
+
+    return as_user
+
+
+@pytest.fixture
+def suggested(study, make_episode):
+    ep = make_episode(study, title="Throttled", body=BODY)
+    suggestions_make(study=study, backend="local")
+    return ep, Suggestion.objects.get(episode=ep)
+
+
+def test_it_starts_a_batch_from_the_study_page(
+    study, make_episode, bob, vera, login, django_capture_on_commit_callbacks
+):
+    make_episode(study, body=BODY)
+    page = login(bob).get(f"/studies/{study.slug}/")
+    assert b"Suggest codes for episodes without a suggestion" in page.content
+    with django_capture_on_commit_callbacks(execute=True):
+        r = login(bob).post(f"/studies/{study.slug}/suggestions/run/", HTTP_HX_REQUEST="true")
+    job = Job.objects.get(kind="suggest")
+    assert r.status_code == 200 and f'id="job-{job.pk}"'.encode() in r.content
+    assert job.params["backend"] == "local" and Suggestion.objects.count() == 1  # eager Celery ran it
+    plain = login(bob).post(f"/studies/{study.slug}/suggestions/run/")
+    assert plain.status_code == 302 and plain["Location"].startswith("/jobs/")
+    assert login(vera).post(f"/studies/{study.slug}/suggestions/run/").status_code == 403
+    assert b"Suggest codes" not in login(vera).get(f"/studies/{study.slug}/").content
+
+
+def test_it_refuses_a_retrain_below_the_minimum_with_a_clear_message(
+    study, bob, login, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        r = login(bob).post(f"/studies/{study.slug}/suggestions/retrain/", HTTP_HX_REQUEST="true")
+    job = Job.objects.get(kind="retrain")
+    assert r.status_code == 200 and job.status == "failed" and "needs 30" in job.error
+    page = login(bob).get(f"/jobs/{job.pk}/").content.decode()
+    assert "needs 30" in page
+
+
+def test_it_shows_the_top_three_with_confidence_text_and_an_accept_that_fills_the_form(suggested, study, bob, login):
+    ep, s = suggested
+    r = login(bob).get(f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/", HTTP_HX_REQUEST="true")
+    html = r.content.decode()
+    assert r.status_code == 200 and html.count('class="suggestion-candidate"') == 3
+    assert "% confidence" in html and "<meter" in html and s.failure_type.code in html
+    fill = json.loads(_attr(html, "data-fill"))
+    assert fill["from_suggestion"] == s.pk and fill["failure_type"] == s.failure_type.code
+    assert fill["source"] == s.source.code and fill["evidence"] == s.evidence
+
+
+def _attr(html: str, name: str) -> str:
+    import html as h
+
+    start = html.index(f'{name}="') + len(name) + 2
+    return h.unescape(html[start : html.index('"', start)])
+
+
+def test_the_panel_is_for_members_who_code(suggested, study, vera, charlie, login):
+    ep, _ = suggested
+    url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
+    assert login(vera).get(url).status_code == 403
+    assert login(charlie).get(url).status_code == 404
+
+
+def test_the_anchoring_guard_keeps_suggestions_out_of_the_page_until_a_type_is_chosen(suggested, study, bob, login):
+    ep, s = suggested
+    study.suggestions_after_first_choice = True
+    study.save(update_fields=["suggestions_after_first_choice"])
+    page = login(bob).get(f"/studies/{study.slug}/episodes/{ep.pk}/code/").content.decode()
+    panel = page[page.index('id="suggestion-panel"') : page.index("</section>", page.index('id="suggestion-panel"'))]
+    assert "data-guard-note" in panel and "suggestion-candidate" not in panel and "hx-trigger" not in panel
+    url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
+    hidden = login(bob).get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "data-guard-note" in hidden and "suggestion-candidate" not in hidden
+    shown = login(bob).get(url + "?chosen=TUS-03", HTTP_HX_REQUEST="true").content.decode()
+    assert "suggestion-candidate" in shown and s.failure_type.code in shown
+
+
+def test_without_the_guard_the_coding_page_loads_the_panel_at_once(suggested, study, bob, login):
+    ep, _ = suggested
+    page = login(bob).get(f"/studies/{study.slug}/episodes/{ep.pk}/code/").content.decode()
+    assert f'hx-get="/studies/{study.slug}/episodes/{ep.pk}/suggestions/"' in page
+    assert "js/suggestions.js" in page
+
+
+def test_it_rejects_a_suggestion(suggested, study, bob, charlie, login):
+    ep, s = suggested
+    r = login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/", HTTP_HX_REQUEST="true")
+    s.refresh_from_db()
+    assert r.status_code == 200 and s.status == SuggestionStatus.REJECTED and s.reviewed_by == bob
+    assert "Rejected" in r.content.decode() and "Reject suggestion" not in r.content.decode()
+    plain = login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/")
+    assert plain.status_code == 302 and plain["Location"] == f"/studies/{study.slug}/episodes/{ep.pk}/code/"
+    assert login(charlie).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/").status_code == 404
+
+
+def test_saving_the_form_filled_from_a_suggestion_links_the_coding(suggested, study, bob, login):
+    ep, s = suggested
+    client = login(bob)
+    client.get(f"/studies/{study.slug}/episodes/{ep.pk}/code/")  # takes the lease, as a coder would
+    data = {
+        "failure_type": s.failure_type.code,
+        "source": s.source.code,
+        "stage": s.stage.code,
+        "capability": s.capability.code,
+        "confidence": "medium",
+        "evidence": s.evidence,
+        "version": "",
+        "from_suggestion": s.pk,
+    }
+    r = client.post(f"/studies/{study.slug}/episodes/{ep.pk}/code/", data)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    coding = Coding.objects.get(episode=ep, coder=bob)
+    s.refresh_from_db()
+    assert coding.from_suggestion == s and s.status == SuggestionStatus.ACCEPTED and coding.evidence == s.evidence
+
+
+def test_the_quality_page_reports_each_backend(suggested, study, bob, alice, vera, charlie, codes, login):
+    ep, s = suggested
+    values = CodingValues(failure_type=s.failure_type, source=s.source, stage=s.stage, capability=s.capability)
+    coding_save(episode=ep, coder=bob, values=values, version=None, from_suggestion=s)
+    coding_save(episode=ep, coder=alice, values=values, version=None)
+    html = login(vera).get(f"/studies/{study.slug}/suggestions/").content.decode()
+    assert "codebook-tfidf" in html and "Calibration of the top-1 type" in html and "100%" in html
+    assert "Suggest codes for episodes" not in html  # viewers cannot start batches
+    assert login(charlie).get(f"/studies/{study.slug}/suggestions/").status_code == 404

@@ -1,0 +1,124 @@
+"""Suggestion pages: start a batch or a retrain, the coding page's suggestion panel, rejecting, quality."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from ..access import study_view
+from ..models import Coding, Episode, Study, Suggestion
+from ..services.suggestions import default_backend, local_retrain_start, suggestion_batch_start, suggestion_reject
+from ..suggest_base import codebook_spec
+from ..suggest_quality import suggestion_quality
+
+
+def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:
+    try:
+        job = start()
+    except ValidationError as exc:
+        message = " ".join(m for ms in exc.message_dict.values() for m in ms)
+        if request.htmx:
+            return render(request, "annotate/partials/_suggest_error.html", {"message": message}, status=400)
+        messages.error(request, message)
+        return redirect("suggestion_quality_page", slug=study.slug)
+    if request.htmx:
+        return render(request, "annotate/partials/_job.html", {"job": job})
+    return redirect("job_status", pk=job.pk)
+
+
+@require_POST
+@study_view("write")
+def suggestion_batch(request: HttpRequest, study: Study) -> HttpResponse:
+    """Start a batch of suggestions for the episodes that have none from the chosen backend yet."""
+    backend = request.POST.get("backend") or None
+    return _job_started(request, study, lambda: suggestion_batch_start(study=study, user=request.user, backend=backend))
+
+
+@require_POST
+@study_view("write")
+def suggestion_retrain(request: HttpRequest, study: Study) -> HttpResponse:
+    return _job_started(request, study, lambda: local_retrain_start(study=study, user=request.user))
+
+
+@require_GET
+@study_view("read")
+def suggestion_quality_page(request: HttpRequest, study: Study) -> HttpResponse:
+    context = {
+        "study": study,
+        "membership": request.membership,
+        "report": suggestion_quality(study),
+        "default_backend": default_backend(),
+        "jobs": study.jobs.filter(kind__in=["suggest", "retrain"]).select_related("created_by")[:5],
+        "local_models": study.local_models.defer("blob")[:3],
+    }
+    return render(request, "annotate/suggestion_quality.html", context)
+
+
+def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, shown: bool = False) -> dict:
+    """What the panel shows: the newest usable suggestion, unless the anchoring guard still hides it."""
+    shown = shown or bool(request.GET.get("chosen"))
+    guarded = study.suggestions_after_first_choice and not (
+        shown or Coding.objects.filter(episode=episode, coder=request.user).exists()
+    )
+    context = {"study": study, "episode": episode, "loaded": True, "guarded": guarded, "suggestion": None}
+    if guarded:
+        return context
+    suggestion = Suggestion.objects.filter(episode=episode, error="").order_by("-created_at", "-pk").first()
+    if suggestion is None:
+        return context
+    spec = codebook_spec(study.codebook)
+    names = {a: {v.code: v.name for v in spec.axes[a]} for a in spec.axes}
+    candidates = []
+    for rank, c in enumerate(suggestion.candidates):
+        t = spec.type_by_code(c["failure_type"])
+        fill = {k: c[k] for k in ("failure_type", "source", "stage", "capability", "evidence")}
+        fill.update(confidence=c["confidence"], from_suggestion=suggestion.pk, not_a_failure=False)
+        candidates.append(
+            {
+                **c,
+                "rank": rank + 1,
+                "type_name": t.name if t else c["failure_type"],
+                "axis_names": [names[a].get(c[a], c[a]) for a in ("source", "stage", "capability")],
+                "percent": round(100 * c["confidence"]),
+                "fill": json.dumps(fill),
+            }
+        )
+    # A blind study does not reveal another coder's reaction to the suggestion.
+    own_review = suggestion.reviewed_by_id == request.user.pk
+    context.update(
+        suggestion=suggestion,
+        candidates=candidates,
+        naf_fill=json.dumps({"not_a_failure": True, "from_suggestion": suggestion.pk}),
+        show_status=own_review or not study.blind,
+    )
+    return context
+
+
+@require_GET
+@study_view("write")
+def suggestion_panel(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """The panel's content, fetched by htmx once the page (or, with the anchoring guard, a first choice) is there."""
+    episode = get_object_or_404(Episode.objects.select_related("document"), pk=pk, study=study)
+    context = _panel_context(request, study, episode)
+    context["fragment"] = True
+    return render(request, "annotate/partials/_suggestion_panel.html", context)
+
+
+@require_POST
+@study_view("write")
+def suggestion_reject_view(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    suggestion = get_object_or_404(Suggestion.objects.select_related("episode"), pk=pk, episode__study=study)
+    try:
+        suggestion_reject(suggestion=suggestion, user=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(m for ms in exc.message_dict.values() for m in ms))
+    if request.htmx:
+        context = _panel_context(request, study, suggestion.episode, shown=True)
+        context.update(fragment=True, just_rejected=True)
+        return render(request, "annotate/partials/_suggestion_panel.html", context)
+    return redirect("coding_page", slug=study.slug, pk=suggestion.episode_id)
