@@ -1,0 +1,95 @@
+"""The suggestion panel in Chromium: local suggestions on the demo study, accept with `a`, save, the guard."""
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def demo(codebook, settings):
+    from django.contrib.auth import get_user_model
+
+    from annotate.demo import demo_build
+    from annotate.services.suggestions import suggestions_make
+    from conftest import PASSWORD
+
+    settings.OPENAI_API_KEY = ""  # no key: the local backend, as `make run` does
+    result = demo_build()
+    coder = get_user_model().objects.get(username="demo-coder1")
+    coder.set_password(PASSWORD)
+    coder.save()
+    suggestions_make(study=result.study, backend="local")
+    return result.study
+
+
+def _uncoded(study, username, skip=()):
+    from annotate.models import Episode
+
+    return (
+        Episode.objects.filter(study=study, suggestions__error="")
+        .exclude(codings__coder__username=username)
+        .exclude(pk__in=skip)
+        .order_by("id")
+        .first()
+    )
+
+
+def test_it_shows_local_suggestions_and_accepting_with_a_then_saving_links_the_coding(
+    page, live_server, login, shot, demo
+):
+    from annotate.models import Coding, Suggestion, SuggestionStatus
+
+    episode = _uncoded(demo, "demo-coder1")
+    suggestion = Suggestion.objects.filter(episode=episode, error="").latest("created_at")
+    login("demo-coder1")
+    page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
+    panel = page.locator("#suggestion-panel")
+    expect(panel.locator(".suggestion-candidate")).to_have_count(3)
+    expect(panel.locator(".confidence-text").first).to_contain_text("% confidence")
+    expect(panel.locator(".suggestion-candidate").first).to_contain_text(suggestion.failure_type.code)
+    if suggestion.evidence:
+        expect(page.locator("#episode-text mark.suggestion-evidence").first).to_be_visible()
+    shot("suggestion-panel")
+
+    page.locator("#doc-title").click()  # focus outside any text field, as a coder reading the text
+    page.keyboard.press("a")
+    expect(page.locator("#from_suggestion")).to_have_value(str(suggestion.pk))
+    expect(page.locator("#failure_type")).to_have_value(suggestion.failure_type.code)
+    expect(page.locator(f"#source-{suggestion.source.code}")).to_be_checked()
+    expect(panel.locator(".suggestion-filled")).to_contain_text("Filled the form")
+    shot("suggestion-accepted")
+
+    page.locator("#save").click()
+    expect(page.locator("#coding-panel")).to_contain_text("Saved")
+    coding = Coding.objects.get(episode=episode, coder__username="demo-coder1")
+    suggestion.refresh_from_db()
+    assert coding.from_suggestion_id == suggestion.pk
+    assert coding.failure_type_id == suggestion.failure_type_id
+    assert suggestion.status == SuggestionStatus.ACCEPTED
+
+
+def test_the_anchoring_guard_shows_suggestions_only_after_a_first_choice(page, live_server, login, shot, demo):
+    demo.suggestions_after_first_choice = True
+    demo.save(update_fields=["suggestions_after_first_choice"])
+    episode = _uncoded(demo, "demo-coder1")
+    login("demo-coder1")
+    page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
+    panel = page.locator("#suggestion-panel")
+    expect(panel).to_contain_text("Suggestions appear once you have chosen a failure type")
+    expect(panel.locator(".suggestion-candidate")).to_have_count(0)
+    shot("suggestion-panel-guarded")
+    page.locator("#type-filter").fill("TUS-03")
+    page.locator("#type-filter").press("Enter")
+    expect(panel.locator(".suggestion-candidate")).to_have_count(3)
+
+
+def test_rejecting_marks_the_suggestion(page, live_server, login, demo):
+    from annotate.models import Suggestion, SuggestionStatus
+
+    episode = _uncoded(demo, "demo-coder1")
+    login("demo-coder1")
+    page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
+    page.get_by_role("button", name="Reject suggestion").click()
+    expect(page.locator("#suggestion-panel")).to_contain_text("Rejected")
+    assert Suggestion.objects.filter(episode=episode, status=SuggestionStatus.REJECTED).exists()
