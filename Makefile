@@ -22,6 +22,7 @@ setup: $(VENV)/.runtime
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_codebook fixtures/codebook-v1.json --publish
 	$(PY) manage.py demo
+	$(PY) manage.py suggest --study demo
 
 run: setup
 	@echo "Serving Faultline on http://127.0.0.1:8000/ (log in with a demo login above)"
