@@ -15,6 +15,7 @@ from itertools import pairwise
 import numpy as np
 from celery import group, shared_task
 from django.conf import settings
+from django.urls import reverse
 
 from taxonomy import stats
 
@@ -104,7 +105,11 @@ def job_bootstrap(*, job, progress) -> dict:
     else:
         reps = compute_replicates(designs(labels, axes), p, progress=progress)
     doc = analysis_document(study, p, axes=axes, labels=labels, replicates=reps)
-    doc["run"] = {"job": job.pk, "chunks": len(chunk_ranges(stats.n_blocks(p.bootstrap), chunks))}
+    doc["run"] = {
+        "job": job.pk,
+        "chunks": len(chunk_ranges(stats.n_blocks(p.bootstrap), chunks)),
+        "url": reverse("analysis_page", args=[study.slug]) + f"?job={job.pk}",
+    }
     return doc
 
 
