@@ -185,7 +185,9 @@ class _JsonStream:
         self.fh = fh
         self.buf = ""
         self.pos = 0
-        self.line = 1  # line number of buf[0]
+        # Lines are counted incrementally: buf[counted_pos] is on line counted_line.
+        self.counted_pos = 0
+        self.counted_line = 1
         self.eof = False
         self.decoder = json.JSONDecoder()
 
@@ -196,14 +198,19 @@ class _JsonStream:
         if not chunk:
             self.eof = True
             return False
-        # Drop what has been consumed; keep the line count of the dropped part.
-        self.line += self.buf.count("\n", 0, self.pos)
+        # Drop what has been consumed, remembering the line the kept part starts on.
+        self.counted_line = self.line_at(self.pos)
+        self.counted_pos = 0
         self.buf = self.buf[self.pos :] + chunk
         self.pos = 0
         return True
 
     def line_at(self, pos: int) -> int:
-        return self.line + self.buf.count("\n", 0, pos)
+        if pos >= self.counted_pos:
+            self.counted_line += self.buf.count("\n", self.counted_pos, pos)
+            self.counted_pos = pos
+            return self.counted_line
+        return self.counted_line - self.buf.count("\n", pos, self.counted_pos)
 
     def skip_ws(self) -> str:
         """The next non-whitespace character (consumed up to it), or '' at the end."""
@@ -224,7 +231,7 @@ class _JsonStream:
             except json.JSONDecodeError as exc:
                 if self._more():
                     continue
-                line = self.line + self.buf.count("\n", 0, exc.pos)
+                line = self.line_at(exc.pos)
                 raise ImportFileError(
                     f"record {n} (starting on line {start_line}): invalid JSON: {exc.msg} line {line}"
                     + (", where the file ends" if exc.pos >= len(self.buf) - 1 or "Unterminated" in exc.msg else "")

@@ -1,0 +1,21 @@
+"""The import bench runs (--quick) and ends with its fixed JSON keys, so it cannot rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "import_bench.py"
+
+
+def test_it_runs_quick_and_ends_with_the_fixed_json_keys():
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, timeout=180, check=True
+    )
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in ("bench", "n", "first_per_s", "reimport_per_s", "peak_mb_10k", "peak_mb_50k", "db"):
+        assert key in last
+    assert last["bench"] == "import" and last["n"] == 300
+    assert last["first_per_s"] > 0 and last["reimport_per_s"] > 0
