@@ -307,7 +307,8 @@ def replicate_blocks(
     plans = [_plan(d) for d in designs]
     sizes = [min(BLOCK, B - i * BLOCK) for i in range(start, stop)]
     rows = sum(sizes)
-    out = [np.zeros((rows, d.n_cells), dtype=np.int64) for d in designs]
+    # int32 halves the memory of large runs; a replicate count never nears 2**31.
+    out = [np.zeros((rows, d.n_cells), dtype=np.int32) for d in designs]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
 
     def run(j: int) -> None:
