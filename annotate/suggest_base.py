@@ -119,6 +119,44 @@ def codebook_spec(codebook: Codebook) -> CodebookSpec:
     return spec
 
 
+def codebook_spec_from_data(data: dict, codebook_id: int = 0) -> CodebookSpec:
+    """A spec straight from our codebook JSON format (fixtures/codebook-v1.json), without the database.
+
+    For benchmarks and offline tools; it equals the spec of the same codebook loaded in the database.
+    """
+    categories = {c["code"]: c["name"] for c in data.get("categories", [])}
+    types = tuple(
+        TypeSpec(
+            code=t["code"],
+            name=t["name"],
+            category=categories.get(t["category"], t["category"]),
+            definition=t["definition"],
+            indicators=tuple(t.get("indicators") or ()),
+            example=t["example"],
+            typical_source=t["typical_source"],
+            typical_stages=tuple(t.get("typical_stages") or ()),
+            typical_capabilities=tuple(t.get("typical_capabilities") or ()),
+        )
+        for t in data["types"]
+    )
+    axes = {
+        a: tuple(AxisSpec(axis=a, code=v["code"], name=v["name"], definition=v["definition"]) for v in data["axes"][a])
+        for a in AXES
+    }
+    rules = tuple(
+        RuleSpec(rule_id=r["id"], applies_to=tuple(r.get("applies_to") or ()), rule=r["rule"])
+        for r in data.get("rules", [])
+    )
+    return CodebookSpec(
+        codebook_id=codebook_id,
+        label=f"{data['name']}@{data['version']}",
+        types=types,
+        axes=axes,
+        rules=rules,
+        fingerprint=_fingerprint(types, axes, rules),
+    )
+
+
 def episode_text(episode) -> str:
     """The episode's text as the coding page shows it (the excerpt, else the document body).
 

@@ -185,18 +185,16 @@ class TrainedModel:
     model_id: int | None = None
 
 
-def _features(index: CodebookIndex, vectorizer: TfidfVectorizer, texts: list[str]) -> sp.csr_matrix:
-    """The codebook's TF-IDF space beside a vocabulary learnt from the study's own texts."""
-    texts = _clip(texts)
-    cb = normalize(index.vectorizer.transform(texts))
-    own = normalize(vectorizer.transform(texts))
+def _features(vectorizer: TfidfVectorizer, texts: list[str], cb: sp.csr_matrix) -> sp.csr_matrix:
+    """The codebook's TF-IDF space (`cb`, from text_vectors) beside a vocabulary learnt from the study's texts."""
+    own = normalize(vectorizer.transform(_clip(texts)))
     return (sp.hstack([cb, own], format="csr") * (1 / np.sqrt(2))).astype(np.float64).tocsr()
 
 
 def _fit(X, y) -> SGDClassifier:
     # Logistic loss gives probabilities; SGD keeps 65-class training on thousands of
     # episodes within seconds. Temperature scaling below does the calibration.
-    model = SGDClassifier(loss="log_loss", alpha=1e-4, max_iter=5, tol=None, random_state=SEED, n_jobs=2).fit(X, y)
+    model = SGDClassifier(loss="log_loss", alpha=1e-4, max_iter=4, tol=None, random_state=SEED, n_jobs=2).fit(X, y)
     # Single precision halves the stored model; scores differ in the 7th digit.
     model.coef_ = model.coef_.astype(np.float32)
     return model
@@ -278,9 +276,9 @@ def model_train(spec: CodebookSpec, examples: list[TrainingExample]) -> TrainedM
         max_features=10_000,
         dtype=np.float32,
     ).fit(_clip(texts))
-    X = _features(index, vectorizer, texts)
-    folds = np.random.default_rng(SEED).permutation(np.arange(len(examples)) % N_FOLDS)
     cb_X = text_vectors(spec, texts)
+    X = _features(vectorizer, texts, cb_X)
+    folds = np.random.default_rng(SEED).permutation(np.arange(len(examples)) % N_FOLDS)
     type_prior = prior_type_probabilities(index, cb_X)
     axes: dict[str, AxisModel] = {}
     oof: dict[int, dict[str, np.ndarray]] = {e.episode_id: {} for e in examples}
@@ -373,7 +371,7 @@ class LocalSuggester:
         if self.trained is None:
             return cb_X, p_type, p_naf, p_axes, neighbours
         tm = self.trained
-        X = _features(index, tm.vectorizer, texts)
+        X = _features(tm.vectorizer, texts, cb_X)
         hashes = [text_hash(t) for t in texts]
         # Labelled episodes whose text is unchanged use their out-of-fold probabilities.
         held = {}
@@ -419,9 +417,11 @@ class LocalSuggester:
         for i, eid in enumerate(episode_ids):
             if eid is not None:
                 sims[i, tm.train_ids == eid] = -1
-        top = np.argsort(-sims, axis=1)[:, :5]
+        k = min(5, sims.shape[1])
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         for i in range(len(texts)):
-            neighbours[i] = [int(j) for j in top[i] if sims[i, j] > 0.2]
+            best = sorted(top[i], key=lambda j, row=sims[i]: -row[j])
+            neighbours[i] = [int(j) for j in best if sims[i, j] > 0.2]
         return cb_X, p_type, p_naf, p_axes, neighbours
 
     def suggest_texts(

@@ -22,7 +22,7 @@ from annotate.services.suggestions import (
     suggestions_make,
 )
 from annotate.suggest_audit import suggester_audit
-from annotate.suggest_base import cache_key, codebook_spec, episode_text, reading
+from annotate.suggest_base import cache_key, codebook_spec, codebook_spec_from_data, episode_text, reading
 from annotate.suggest_local import COLD_MODEL, LocalSuggester, text_vectors
 
 RATE_LIMIT = (
@@ -37,6 +37,16 @@ def test_it_gives_unit_length_tfidf_vectors_in_the_codebook_space(codebook):
     assert X.shape[0] == 4 and norms[0] == pytest.approx(1) and norms[2] == 0
     sims = (X @ X.T).toarray()
     assert sims[0, 1] == pytest.approx(1) and sims[0, 3] < sims[0, 1]
+
+
+def test_it_reads_the_same_codebook_from_its_json_as_from_the_database(codebook):
+    from conftest import CODEBOOK
+
+    from_json = codebook_spec_from_data(json.loads(CODEBOOK.read_text()))
+    assert (
+        from_json.fingerprint == codebook_spec(codebook).fingerprint
+        and from_json.types == codebook_spec(codebook).types
+    )
 
 
 def test_it_ranks_each_types_own_example_in_its_top_three(codebook):
