@@ -26,7 +26,8 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from taxonomy.models import AxisValue, FailureType
@@ -79,6 +80,51 @@ class _Codes(NamedTuple):
 
 def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def _ts(value: Any) -> str | None:
+    """A timestamp as the database returned it (no ORM converters) to ISO 8601 UTC with Z.
+
+    SQLite hands back Django's stored text, "YYYY-MM-DD HH:MM:SS[.ffffff]" in UTC;
+    PostgreSQL hands back aware datetimes. Both come out exactly as _iso() would
+    write them, without parsing the text.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.replace(" ", "T", 1) + "Z"
+    if value.tzinfo is None:  # SQLite's converter gives naive datetimes, which Django stores in UTC
+        return value.isoformat() + "Z"
+    return _iso(value)
+
+
+def _timestamps_as_text(qs: QuerySet, fields: tuple[str, ...], times: tuple[str, ...]) -> QuerySet:
+    """values_list of `fields`; on SQLite the `times` come back as their stored text, not parsed.
+
+    Selecting CAST(column AS text) drops the column's declared type, so sqlite3
+    does not run Django's Python datetime converter on every value.
+    """
+    if qs.db and _vendor(qs.db) != "sqlite":
+        return qs.values_list(*fields)
+    casts = {f"_t_{name}": Cast(name, TextField()) for name in times}
+    return qs.annotate(**casts).values_list(*[f"_t_{f}" if f in times else f for f in fields])
+
+
+def _vendor(alias: str) -> str:
+    from django.db import connections
+
+    return connections[alias].vendor
+
+
+def _raw(qs: QuerySet) -> list[tuple]:
+    """Rows of a values_list queryset straight from the cursor: the export's hot path skips the
+    per-value ORM converters (datetime parsing costs more than everything else on SQLite)."""
+    from django.db import connections
+
+    sql, params = qs.query.sql_with_params()
+    with connections[qs.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _by_coder(coding: dict) -> str:
@@ -166,22 +212,23 @@ def export_rows(
     k, rule, label_coder = study.coders_per_episode, study.label_rule, study.label_coder_id
     last = 0
     while True:
-        batch = list(qs.filter(id__gt=last).order_by("id").values_list(*EPISODE_FIELDS)[:chunk])
+        page = qs.filter(id__gt=last).order_by("id")
+        batch = _raw(_timestamps_as_text(page, EPISODE_FIELDS, ("created_at", "document__imported_at"))[:chunk])
         if not batch:
             return
         ids = [row[0] for row in batch]
         last = ids[-1]
+        # The chunk's episodes are an id range of the study; filtering codings by that range (not by
+        # 2000 ids) keeps the queries small, and rows of filtered-out episodes are simply not used.
+        span = {"episode__study_id": study.pk, "episode_id__gte": ids[0], "episode_id__lte": last}
         codings: dict[int, list] = {}
-        for row in (
-            Coding.objects.filter(episode_id__in=ids).order_by("episode_id", "coder_id").values_list(*CODING_FIELDS)
-        ):
+        coding_rows = Coding.objects.filter(**span).order_by("episode_id", "coder_id")
+        for row in _raw(_timestamps_as_text(coding_rows, CODING_FIELDS, ("created_at", "updated_at"))):
             codings.setdefault(row[0], []).append(row)
-        adjudications = {
-            row[0]: row for row in Adjudication.objects.filter(episode_id__in=ids).values_list(*ADJ_FIELDS)
-        }
+        adjudications = {row[0]: row for row in _raw(Adjudication.objects.filter(**span).values_list(*ADJ_FIELDS))}
         suggestions: dict[int, tuple] = {}
-        for row in (
-            Suggestion.objects.filter(episode_id__in=ids, error="")
+        for row in _raw(
+            Suggestion.objects.filter(error="", **span)
             .order_by("episode_id", "-created_at", "-id")
             .values_list(*SUGGESTION_FIELDS)
         ):
@@ -223,8 +270,8 @@ def export_rows(
                 "label_stage_name": value_names.get(label.stage_id),
                 "label_capability": values.get(label.capability_id),
                 "label_capability_name": value_names.get(label.capability_id),
-                "label_not_a_failure": label.not_a_failure,
-                "label_needs_new_type": label.needs_new_type,
+                "label_not_a_failure": bool(label.not_a_failure),
+                "label_needs_new_type": bool(label.needs_new_type),
                 "adjudicator": names(adj[1]) if adj else None,
                 "adjudication_rationale": adj[8] if adj else None,
                 "suggestion_backend": sug[1] if sug else None,
@@ -234,10 +281,10 @@ def export_rows(
                 "suggestion_confidence": sug[5] if sug else None,
                 "suggestion_status": sug[6] if sug else None,
                 "suggestion_accepted": (sug[6] == "accepted") if sug else None,
-                "imported_at": _iso(ep[13]),
-                "episode_created_at": _iso(ep[12]),
-                "first_coded_at": _iso(min(c[12] for c in rows)) if rows else None,
-                "last_coded_at": _iso(max(c[13] for c in rows)) if rows else None,
+                "imported_at": _ts(ep[13]),
+                "episode_created_at": _ts(ep[12]),
+                "first_coded_at": _ts(min(c[12] for c in rows)) if rows else None,
+                "last_coded_at": _ts(max(c[13] for c in rows)) if rows else None,
                 # By coder name, not id: ids differ between instances, so an imported dataset
                 # exports its codings in the same order.
                 "codings": sorted(
@@ -248,14 +295,14 @@ def export_rows(
                             "source": values.get(c[3]),
                             "stage": values.get(c[4]),
                             "capability": values.get(c[5]),
-                            "not_a_failure": c[6],
+                            "not_a_failure": bool(c[6]),
                             "not_a_failure_reason": c[8],
-                            "needs_new_type": c[7],
+                            "needs_new_type": bool(c[7]),
                             "confidence": c[9],
                             "evidence": c[10],
                             "from_suggestion": c[11] is not None,
-                            "created_at": _iso(c[12]),
-                            "updated_at": _iso(c[13]),
+                            "created_at": _ts(c[12]),
+                            "updated_at": _ts(c[13]),
                         }
                         for c in rows
                     ),
