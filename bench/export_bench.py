@@ -122,7 +122,7 @@ def fill(slug: str, n: int, seed: int) -> None:
                         confidence=round(rng.random(), 3),
                         status="accepted",
                         cache_key=f"bench-{ep.pk}",
-                    )  # fmt: skip
+                    )
                 )
         Coding.objects.bulk_create(codings, batch_size=2500)
         Suggestion.objects.bulk_create(suggestions, batch_size=2500)
