@@ -248,3 +248,15 @@ def test_it_changes_the_prompt_version_with_the_codebook(codebook):
     other = replace(spec, types=spec.types[:-1])
     assert prompt_version_for(spec) != prompt_version_for(other)
     assert LLMSuggester(spec, client=object()).prompt_version == prompt_version_for(spec)
+
+
+def test_the_audit_runs_against_the_llm_and_the_cache_sends_nothing_twice(llm, study, make_episode):
+    from annotate.suggest_audit import suggester_audit
+
+    for i in range(3):
+        make_episode(study, body=f"{BODY} Run {i}.")
+    results = {r.number: r for r in suggester_audit(study=study, backend="openai", sample=2, n_episodes=3)}
+    assert results[4].passed and "3 Suggestion rows written" in results[4].summary
+    assert results[5].passed and "0 requests" in results[5].summary
+    # Check 1 asks about SPC-01 and SPC-02; the fake server always answers EXT-01/TUS-03, so it fails, with cases.
+    assert not results[1].passed and results[1].failures[0].startswith("SPC-01")

@@ -93,3 +93,19 @@ def test_rejecting_marks_the_suggestion(page, live_server, login, demo):
     page.get_by_role("button", name="Reject suggestion").click()
     expect(page.locator("#suggestion-panel")).to_contain_text("Rejected")
     assert Suggestion.objects.filter(episode=episode, status=SuggestionStatus.REJECTED).exists()
+
+
+def test_the_study_page_starts_a_batch_and_the_quality_page_reports_it(page, live_server, login, shot, demo):
+    from annotate.models import Episode, Suggestion
+
+    Suggestion.objects.filter(episode__in=Episode.objects.filter(study=demo).order_by("id")[:3]).delete()
+    login("demo-coder1")
+    page.goto(f"{live_server.url}/studies/demo/")
+    page.get_by_role("button", name="Suggest codes for episodes without a suggestion").click()
+    expect(page.locator("#suggest-job .badge")).to_contain_text("Succeeded", timeout=30_000)
+    expect(page.locator("#suggest-job")).to_contain_text("suggested")
+    shot("suggestion-study-button")
+    page.get_by_role("link", name="Suggestions").click()
+    expect(page.get_by_role("heading", name="Suggestion quality")).to_be_visible()
+    expect(page.locator("caption", has_text="Calibration of the top-1 type").first).to_be_visible()
+    shot("suggestion-quality")
