@@ -1,0 +1,76 @@
+"""The documents page at 100,000 documents: a fixed number of queries and quick pages at any depth."""
+
+import re
+import time
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from annotate.models import Document, Episode
+
+N = 100_000
+pytestmark = pytest.mark.slow
+
+
+def fill(study) -> None:
+    """100,000 documents (and an episode each) generated inside the database, in about a second."""
+    qn = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {qn("annotate_document")} (study_id, kind, external_id, url, cluster, title, body, meta, raw,
+                labels, content_hash, imported_at, updated_at, triage_status, severity)
+            WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {N})
+            SELECT %s, CASE WHEN n %% 5 = 0 THEN 'literature' ELSE 'github_issue' END,
+                'org/repo-' || (n %% 300) || '#' || n, '', 'org/repo-' || (n %% 300), 'Agent failure ' || n,
+                CASE WHEN n = {N - 7} THEN 'the needle is here' ELSE 'tool call timed out at step ' || n END,
+                '{{}}', '{{}}', CASE WHEN n %% 3 = 0 THEN ',bug,agent,' ELSE ',ux,' END, '', CURRENT_TIMESTAMP,
+                CURRENT_TIMESTAMP, '', ''
+            FROM seq
+            """,  # noqa: S608 - constants only
+            [study.pk],
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO {qn("annotate_episode")} (document_id, study_id, excerpt, {qn("order")}, split, status,
+                n_codings, queue_key, created_at)
+            SELECT id, study_id, '', 0, CASE WHEN id %% 10 = 0 THEN 'holdout' ELSE 'primary' END, 'open',
+                CASE WHEN id %% 7 = 0 THEN 1 ELSE 0 END, id * 7919 %% 1000003, CURRENT_TIMESTAMP
+            FROM {qn("annotate_document")} WHERE study_id = %s
+            """,  # noqa: S608
+            [study.pk],
+        )
+        if connection.vendor == "postgresql":
+            cursor.execute("ANALYZE annotate_document; ANALYZE annotate_episode")
+
+
+def test_it_stays_fast_and_flat_at_100000_documents(client, study, alice, django_assert_num_queries):
+    fill(study)
+    assert Document.objects.filter(study=study).count() == N == Episode.objects.filter(study=study).count()
+    client.force_login(alice)
+    url = reverse("document_list", args=["alpha"])
+    last_id = Document.objects.filter(study=study).order_by("-pk").values_list("pk", flat=True).first()
+    cases = [
+        ({}, 6),
+        ({"kind": "literature", "label": "bug"}, 6),
+        ({"coded": "coded", "split": "primary"}, 6),
+        ({"coded": "uncoded", "cluster": "org/repo-7"}, 6),
+        ({"after": str(last_id - 500)}, 6),  # deep in the list: a keyset cursor, not an OFFSET
+        ({"before": str(last_id - 500), "kind": "github_issue"}, 6),
+        ({"q": "needle"}, 5),  # a search scans bodies, so it skips the count
+    ]
+    timings = {}
+    for query, queries in cases:
+        client.get(url, query)  # warm the cache
+        with django_assert_num_queries(queries):
+            started = time.perf_counter()
+            response = client.get(url, query)
+            timings[str(query)] = time.perf_counter() - started
+        assert response.status_code == 200
+    html = client.get(url, {"q": "needle"}).content.decode()
+    assert len(re.findall(r'href="/studies/alpha/documents/\d+/"', html)) == 1
+    print({k: round(v * 1000) for k, v in timings.items()})
+    # Generous bounds for a shared CI machine; typical figures are a few tens of ms.
+    assert max(timings.values()) < 2.0, timings
+    assert sorted(timings.values())[len(timings) // 2] < 0.5, timings
