@@ -21,7 +21,9 @@ def run_job(self, job_id: int) -> None:
 
 @shared_task
 def requeue_pending_jobs() -> int:
-    return jobs_requeue()
+    from django.conf import settings
+
+    return jobs_requeue(older_than_s=settings.FAULTLINE_REQUEUE_AFTER_S)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)

@@ -17,5 +17,8 @@ app.autodiscover_tasks()
 
 # Celery beat: re-send jobs whose enqueue was lost (broker down at the time).
 app.conf.beat_schedule = {
-    "requeue-pending-jobs": {"task": "annotate.tasks.requeue_pending_jobs", "schedule": 60.0},
+    "requeue-pending-jobs": {
+        "task": "annotate.tasks.requeue_pending_jobs",
+        "schedule": float(os.environ.get("FAULTLINE_REQUEUE_EVERY_S") or 60.0),
+    },
 }
