@@ -10,11 +10,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, time
 
-from django.db.models import Count, Q, QuerySet, Value
+from django.db.models import Count, Exists, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from django.utils.html import json_script
-from django.utils.safestring import SafeString
+from django.utils.html import escape, json_script
+from django.utils.safestring import SafeString, mark_safe
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
@@ -37,6 +37,15 @@ class Picker:
     value_by_code: dict[str, dict[str, AxisValue]]
     value_by_id: dict[int, AxisValue]
     data_script: SafeString  # <script type="application/json" id="codebook-data"> for static/js/coding.js
+    options_html: str  # the <optgroup>/<option> list of types, escaped, rendered once per codebook
+
+    def type_options(self, selected: str | None = "") -> SafeString:
+        """The type <option>s with `selected` marked; the page's biggest loop, so it is prebuilt."""
+        html = self.options_html
+        if selected and selected in self.type_by_code:
+            tag = f'<option value="{escape(selected)}">'
+            html = html.replace(tag, tag[:-1] + " selected>", 1)
+        return mark_safe(html)  # noqa: S308 - every value was escaped when the list was built
 
     @property
     def groups(self) -> list[tuple[str, str, list[AxisValue]]]:
@@ -94,6 +103,11 @@ def _picker_build(codebook: Codebook) -> Picker:
         ],
         "axes": {axis: {v.code: v.name for v in values} for axis, values in axes.items()},
     }
+    options = []
+    for code, name, members in groups.values():
+        options.append(f'<optgroup label="{escape(code)} {escape(name)}">')
+        options += [f'<option value="{escape(t.code)}">{escape(t.code)} {escape(t.name)}</option>' for t in members]
+        options.append("</optgroup>")
     return Picker(
         codebook_id=codebook.pk,
         types=types,
@@ -104,6 +118,7 @@ def _picker_build(codebook: Codebook) -> Picker:
         value_by_code={axis: {v.code: v for v in values} for axis, values in axes.items()},
         value_by_id={v.pk: v for values in axes.values() for v in values},
         data_script=json_script(data, "codebook-data"),
+        options_html="".join(options),
     )
 
 
@@ -215,36 +230,39 @@ AXIS_LABELS = {
 }
 
 
-def _distinct(axis: str):
+def _column(axis: str):
     column = f"{axis}_id" if axis in ("failure_type", "source", "stage", "capability") else axis
     # A missing code is a value too: one coder's type against another's "needs a new type" is a disagreement.
-    return Count(Coalesce(column, Value(0)), distinct=True)
+    return Coalesce(column, Value(0), output_field=IntegerField())
 
 
-def disagreeing_episode_ids(
+def disagreeing_episodes(
     study: Study, *, axis: str = "", failure_type_id: int | None = None, adjudicated: bool = False
-) -> QuerySet:
-    """Ids of complete episodes whose coders differ (on `axis`, or any axis), as a lazy values queryset.
+) -> QuerySet[Episode]:
+    """Complete episodes whose coders differ (on `axis`, or on any axis), in id order, lazily.
 
-    The same test as `labels.disagreeing_axes`, done by the database with one GROUP BY over the codings.
+    The same test as `labels.disagreeing_axes` (an axis differs when its smallest and largest
+    value differ), done by the database: one correlated EXISTS per episode over its few codings.
+    Episodes come from the (study, status) index in id order, so a page stops as soon as it is
+    full; its cost grows with the agreeing episodes it passes, not with the study.
     """
-    k = max(study.coders_per_episode, 2)
-    codings = Coding.objects.filter(episode__study=study, episode__n_codings__gte=k)
-    if adjudicated:
-        codings = codings.filter(episode__status=EpisodeStatus.ADJUDICATED)
-    else:
-        codings = codings.exclude(episode__status=EpisodeStatus.ADJUDICATED)
+    status = EpisodeStatus.ADJUDICATED if adjudicated else EpisodeStatus.CODED
     axes = [axis] if axis else list(DISAGREEMENT_AXES)
-    grouped = codings.values("episode_id").annotate(**{f"d_{a}": _distinct(a) for a in axes})
-    condition = Q()
+    spread = (
+        Coding.objects.filter(episode=OuterRef("pk"))
+        .order_by()
+        .values("episode")
+        .annotate(**{f"lo_{a}": Min(_column(a)) for a in axes}, **{f"hi_{a}": Max(_column(a)) for a in axes})
+    )
+    differs = Q()
     for a in axes:
-        condition |= Q(**{f"d_{a}__gt": 1})
-    grouped = grouped.filter(condition)
+        differs |= Q(**{f"lo_{a}__lt": F(f"hi_{a}")})
+    episodes = Episode.objects.filter(study=study, status=status).filter(Exists(spread.filter(differs)))
     if failure_type_id is not None:
-        grouped = grouped.annotate(with_type=Count("pk", filter=Q(failure_type_id=failure_type_id))).filter(
-            with_type__gt=0
+        episodes = episodes.filter(
+            Exists(Coding.objects.filter(episode=OuterRef("pk"), failure_type_id=failure_type_id))
         )
-    return grouped.order_by("episode_id")
+    return episodes.order_by("pk")
 
 
 @dataclass
@@ -255,6 +273,7 @@ class DisagreementRow:
     label_status: str
     adjudication: Adjudication | None = None
     values: dict[str, list[str]] = field(default_factory=dict)
+    coders: str = ""
 
 
 def disagreement_page(
@@ -265,24 +284,38 @@ def disagreement_page(
     failure_type_id: int | None = None,
     adjudicated: bool = False,
     after: int = 0,
-    limit: int = 50,
+    limit: int = 25,
 ) -> tuple[list[DisagreementRow], int | None]:
     """One page of episodes to adjudicate (keyset-paginated by episode id) and the cursor of the next page.
 
-    Four queries per page: the grouped ids, the episodes, their codings, their adjudications.
+    Four queries per page: the episode ids, the episodes, their codings, their adjudications.
     """
     ids = list(
-        disagreeing_episode_ids(study, axis=axis, failure_type_id=failure_type_id, adjudicated=adjudicated)
-        .filter(episode_id__gt=after)
-        .values_list("episode_id", flat=True)[: limit + 1]
+        disagreeing_episodes(study, axis=axis, failure_type_id=failure_type_id, adjudicated=adjudicated)
+        .filter(pk__gt=after)
+        .values_list("pk", flat=True)[: limit + 1]
     )
     next_after = ids[limit - 1] if len(ids) > limit else None
     ids = ids[:limit]
-    episodes = Episode.objects.filter(pk__in=ids).select_related("document").order_by("pk")
+    # Only the columns the list shows: a page of bodies and memos would cost more than the query.
+    episodes = (
+        Episode.objects.filter(pk__in=ids)
+        .select_related("document")
+        .only("study_id", "document_id", "n_codings", "status", "document__title", "document__cluster")
+        .order_by("pk")
+    )
     codings: dict[int, list[Coding]] = {}
-    for c in Coding.objects.filter(episode_id__in=ids).select_related("coder").order_by("coder__username"):
+    fields = ("episode_id", "coder__username", "failure_type", "source", "stage", "capability", "not_a_failure")
+    for c in (
+        Coding.objects.filter(episode_id__in=ids)
+        .select_related("coder")
+        .only(*fields, "needs_new_type")
+        .order_by("coder__username")
+    ):
         codings.setdefault(c.episode_id, []).append(c)
-    adjudications = {a.episode_id: a for a in Adjudication.objects.filter(episode_id__in=ids)} if ids else {}
+    adjudications = (
+        {a.episode_id: a for a in Adjudication.objects.filter(episode_id__in=ids).only("episode_id")} if ids else {}
+    )
     rows = []
     for ep in episodes:
         mine = codings.get(ep.pk, [])
@@ -290,6 +323,7 @@ def disagreement_page(
         axes = [AXIS_LABELS.get(a, a) for a in disagreeing_axes(mine)]
         row = DisagreementRow(ep, mine, axes, label.status, adjudications.get(ep.pk))
         row.values = {a: [coding_code(c, a, picker) for c in mine] for a in ("failure_type", "source", "stage")}
+        row.coders = ", ".join(c.coder.get_username() for c in mine)
         rows.append(row)
     return rows, next_after
 

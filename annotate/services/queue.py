@@ -21,6 +21,7 @@ every window is exhausted does it fall back to a full scan.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -33,8 +34,10 @@ from django.utils import timezone
 from ..models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
 from .studies import CodingValues, coding_save
 
-# How many episodes at the head of each queue slice one request examines.
+# How many episodes at the head of each queue slice one request examines,
+# and how many of the eligible ones it tries to lock before falling back.
 WINDOW = 200
+CLAIM_ATTEMPTS = 10
 
 
 class EpisodeFull(Exception):
@@ -90,15 +93,36 @@ def _lockable(qs: QuerySet[Episode]) -> QuerySet[Episode]:
     return qs.select_for_update(skip_locked=skip, of=("self",) if connection.features.has_select_for_update_of else ())
 
 
-def _window_ids(study: Study) -> list[int]:
-    """Ids at the head of each (split, n_codings) slice of the queue index: k x splits small queries."""
+def _window(study: Study, coder, now, skipped: set[int]) -> list[int]:
+    """Ids the coder may take at the head of each (split, n_codings) slice of the queue, best first.
+
+    k x splits small index-range queries fetch the heads; two more find the coder's own
+    codings and the other coders' live leases among them. The eligibility test runs here
+    in Python on a few hundred rows; the claim re-checks it under the row lock.
+    """
     order = _order_field(study)
-    ids: list[int] = []
+    rows: list[tuple[int, int, int]] = []
     for n in range(study.coders_per_episode):
         for split in study.splits_in_queue:
-            head = Episode.objects.filter(study=study, split=split, n_codings=n).order_by(order)
-            ids.extend(head.values_list("pk", flat=True)[:WINDOW])
-    return ids
+            head = (
+                Episode.objects.filter(study=study, split=split, n_codings=n)
+                .exclude(status=EpisodeStatus.ADJUDICATED)
+                .order_by(order)
+            )
+            rows.extend(head.values_list("pk", "n_codings", order)[:WINDOW])
+    if not rows:
+        return []
+    ids = [pk for pk, _, _ in rows]
+    mine = set(Coding.objects.filter(coder=coder, episode_id__in=ids).values_list("episode_id", flat=True))
+    leased = Counter(
+        Lease.objects.filter(episode_id__in=ids, expires_at__gt=now)
+        .exclude(coder=coder)
+        .values_list("episode_id", flat=True)
+    )
+    k = study.coders_per_episode
+    eligible = [r for r in rows if r[0] not in mine and r[0] not in skipped and r[1] + leased[r[0]] < k]
+    eligible.sort(key=lambda r: (-r[1], r[2]))
+    return [pk for pk, _, _ in eligible]
 
 
 def _has_room(episode: Episode, coder, now) -> bool:
@@ -112,11 +136,29 @@ def _lease_take(episode: Episode, coder) -> Lease:
 
     The caller holds the episode's row lock, so replacing the coder's lease cannot race.
     """
-    Lease.objects.filter(coder=coder, episode__study_id=episode.study_id).delete()
+    # The coder's leases are few: find them by the coder index and filter in Python. A join on the
+    # study lets SQLite's planner walk the study's episodes instead, which grows with the study.
+    mine = Lease.objects.filter(coder=coder).values_list("pk", "episode__study_id")
+    stale = [pk for pk, study_id in mine if study_id == episode.study_id]
+    if stale:
+        Lease.objects.filter(pk__in=stale).delete()
     return Lease.objects.create(episode=episode, coder=coder, expires_at=lease_expiry())
 
 
+def _claim_one(pk: int, study: Study, coder, now) -> Episode | None:
+    """Lock one episode (skipping it if another claim holds it) and lease it if it still has room."""
+    episode = _lockable(Episode.objects.filter(pk=pk)).first()
+    if episode is None or episode.status == EpisodeStatus.ADJUDICATED:
+        return None
+    episode.study = study
+    if not _has_room(episode, coder, now):
+        return None
+    _lease_take(episode, coder)
+    return episode
+
+
 def _claim_from(candidates: QuerySet[Episode], study: Study, coder, now, attempts: int = 5) -> Episode | None:
+    """The fallback: one query over the whole open part of the study (only once the windows run dry)."""
     order = _order_field(study)
     tried: list[int] = []
     for _ in range(attempts):
@@ -152,12 +194,14 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode
         Lease.objects.filter(pk=held.pk).update(expires_at=lease_expiry())
         held.episode.study = study
         return held.episode
-    skipped = list(skipped)
+    skipped = set(skipped)
+    for pk in _window(study, coder, now, skipped)[:CLAIM_ATTEMPTS]:
+        episode = _claim_one(pk, study, coder, now)
+        if episode is not None:
+            return episode
     base = _open_for(study, coder, now)
     fresh = base.exclude(pk__in=skipped) if skipped else base
-    episode = _claim_from(fresh.filter(pk__in=_window_ids(study)), study, coder, now)
-    if episode is None:
-        episode = _claim_from(fresh, study, coder, now)
+    episode = _claim_from(fresh, study, coder, now)
     if episode is None and skipped:
         episode = _claim_from(base, study, coder, now)
     return episode

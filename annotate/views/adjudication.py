@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -27,7 +28,7 @@ from ..models import Adjudication, Study
 from ..services.adjudication import adjudication_save
 from .coding import DISPLAY_LIMIT, axis_groups, episode_text, study_episode
 
-PAGE = 50
+PAGE = 25
 
 
 def _int(value: str | None) -> int:
@@ -50,9 +51,11 @@ def adjudication_list(request: HttpRequest, study: Study) -> HttpResponse:
         study, picker, axis=axis, failure_type_id=failure_type.pk if failure_type else None,
         adjudicated=done, after=_int(request.GET.get("after")), limit=PAGE,
     )  # fmt: skip
+    episodes_url = reverse("episode_detail", args=[study.slug, 0]).removesuffix("0/")
     context = {
-        "study": study, "picker": picker, "rows": rows, "next_after": next_after, "axis": axis,
-        "type_code": type_code if failure_type else "", "done": done,
+        "study": study, "picker": picker, "rows": rows, "episodes_url": episodes_url, "next_after": next_after,
+        "axis": axis,
+        "type_code": type_code if failure_type else "", "done": done, "type_options": picker.type_options(type_code),
         "unknown_type": type_code if type_code and not failure_type else "", "axis_labels": AXIS_LABELS,
     }  # fmt: skip
     template = "annotate/partials/_adjudication_rows.html" if request.htmx else "annotate/adjudication_list.html"
@@ -104,6 +107,7 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
         "study": study, "episode": episode, "document": episode.document, "codings": codings, "picker": picker,
         "adjudication": adjudication, "v": values, "errors": form.errors, "compare": side_by_side(codings, picker),
         "text": episode_text(episode)[:DISPLAY_LIMIT], "groups": axis_groups(picker, values, form.errors),
+        "type_options": picker.type_options(values.get("failure_type")),
     }  # fmt: skip
     return render(request, "annotate/adjudicate.html", context, status=400 if request.method == "POST" else 200)
 

@@ -84,6 +84,7 @@ def _render(request, study, episode, picker, mine, values, *, status=200, **extr
         "v": values, "groups": groups, "confidence_choices": Confidence.choices,
         "non_field_errors": errors.get("__all__"),
         "chosen_type": picker.type_by_code.get(values.get("failure_type") or ""),
+        "type_options": picker.type_options(values.get("failure_type")),
         "others": others, "blind_hidden": not visible, "text": text[:DISPLAY_LIMIT],
         "truncated": len(text) > DISPLAY_LIMIT, "errors": {}, "has_place": True, **extra,
     }  # fmt: skip
