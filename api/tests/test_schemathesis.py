@@ -18,6 +18,21 @@ CHECKS = [not_a_server_error, content_type_conformance, response_schema_conforma
 
 
 @pytest.fixture
+def wsgi_app():
+    """The real WSGI app, kept from closing the test's database connection between requests
+    (Django's own test client does the same)."""
+    from django.core.signals import request_finished, request_started
+    from django.core.wsgi import get_wsgi_application
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield get_wsgi_application()
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
 def token(db, settings, alice, coded):
     from annotate.services.tokens import token_create
 
@@ -25,12 +40,11 @@ def token(db, settings, alice, coded):
     return token_create(user=alice, name="schemathesis")[1]
 
 
-def test_the_api_honours_its_schema(token):
-    from django.core.wsgi import get_wsgi_application
+def test_the_api_honours_its_schema(token, wsgi_app):
     from hypothesis import given
 
     headers = {"Authorization": f"Token {token}"}
-    api_schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application(), headers=headers)
+    api_schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", wsgi_app, headers=headers)
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 15
     statuses = []
