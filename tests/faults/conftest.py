@@ -1,0 +1,182 @@
+"""Real processes for fault tests: a private Redis, gunicorn, Celery worker and beat,
+all pointed at the test database, so faults can be injected without touching anything
+else on the machine."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from conftest import PASSWORD, need
+
+ROOT = Path(settings.BASE_DIR)
+CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class PrivateRedis:
+    """A redis-server of our own on a free port, which a test may stop and start."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="faultline-redis-")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_for(self.reachable, 10, "redis to start")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        wait_for(lambda: not self.reachable(), 10, "redis to stop")
+
+    def reachable(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+
+@pytest.fixture
+def private_redis():
+    need(shutil.which("redis-server") is not None, "needs redis-server on PATH")
+    redis = PrivateRedis()
+    redis.start()
+    yield redis
+    redis.stop()
+    shutil.rmtree(redis.dir, ignore_errors=True)
+
+
+def app_env(**extra: str) -> dict[str, str]:
+    """The environment of a production-like process using the test database."""
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "SECRET_KEY": secrets.token_urlsafe(50), "FAULTLINE_DEV": "", "DEBUG": "",
+        "FAULTLINE_SSL_REDIRECT": "0", "FAULTLINE_SECURE_COOKIES": "0", "ALLOWED_HOSTS": "127.0.0.1",
+        "FAULTLINE_ACCESS_LOG": "/dev/null", "LOG_LEVEL": "ERROR", "DB_CONN_MAX_AGE": "60",
+    }  # fmt: skip
+    env.update(extra)
+    return env
+
+
+class Processes:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen] = []
+
+    def _spawn(self, name: str, argv: list[str], env: dict) -> subprocess.Popen:
+        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def web(self, env: dict, workers: int = 2) -> str:
+        port = free_port()
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
+                       check=True)  # fmt: skip
+        self._spawn(
+            "web",
+            [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"],
+            {**env, "FAULTLINE_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": str(workers)},
+        )
+        base = f"http://127.0.0.1:{port}"
+
+        def up():
+            try:
+                return httpx.get(f"{base}/healthz", timeout=2).status_code in (200, 503)
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 60, "gunicorn to answer")
+        return base
+
+    def worker(self, env: dict, queue: str, name: str = "worker") -> subprocess.Popen:
+        return self._spawn(
+            name,
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--concurrency", "1",
+             "-n", f"{name}-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
+            env,
+        )  # fmt: skip
+
+    def beat(self, env: dict) -> subprocess.Popen:
+        return self._spawn(
+            "beat",
+            [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "INFO",
+             "--schedule", str(self.tmp / "celerybeat-schedule")],
+            env,
+        )  # fmt: skip
+
+    def log(self, name: str) -> str:
+        return (self.tmp / f"{name}.log").read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture
+def processes(tmp_path):
+    procs = Processes(tmp_path)
+    yield procs
+    procs.stop_all()
+
+
+def logged_in(base: str, username: str) -> httpx.Client:
+    client = httpx.Client(base_url=base, timeout=20, follow_redirects=False)
+    page = client.get("/login/")
+    token = CSRF_RE.search(page.text).group(1)
+    response = client.post("/login/", data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token})
+    assert response.status_code == 302, response.text[:500]
+    return client
+
+
+def csrf_of(client: httpx.Client, path: str) -> str:
+    return CSRF_RE.search(client.get(path).text).group(1)
