@@ -437,7 +437,10 @@ def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
             study=job.study, path=path, include_prs=job.params.get("include_prs", False), progress=progress
         )
     except ImportFileError as exc:
-        raise ImportFileError(f"{job.params.get('filename', path.name)}: {exc}") from None
+        raise ImportFileError(f"{job.params.get('filename', path.name)}: {exc}. Nothing was imported.") from None
     finally:
         path.unlink(missing_ok=True)
-    return {"file": job.params.get("filename", ""), **result.as_dict()}
+    summary = result.as_dict()
+    # The job page lists the result as text; "pull request: 2" reads better there than a dict.
+    summary["skip_reasons"] = ", ".join(f"{reason}: {n}" for reason, n in sorted(result.skip_reasons.items()))
+    return {"file": job.params.get("filename", ""), **summary}

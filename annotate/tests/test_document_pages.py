@@ -177,6 +177,7 @@ def test_the_upload_runs_an_import_job_and_deletes_the_file(
     html = client.get(reverse("job_status", args=[job.pk]), HTTP_HX_REQUEST="true").content.decode()
     assert job.status == "success", job.error
     assert job.result["created"] == 58 and job.result["skipped"] == 2
+    assert job.result["skip_reasons"] == "pull request: 2" and job.result["file"] == "issues.json"
     assert f'id="job-{job.pk}"' in html and "created" in html
     assert Document.objects.filter(study=study).count() == 58
     assert not any((tmp_path / "imports").iterdir())
@@ -193,6 +194,7 @@ def test_a_bad_upload_fails_the_job_with_the_record_named(
     job = Job.objects.get(kind="import")
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
     assert job.status == "failed" and "wrong.json: record 2" in job.error
+    assert job.error.endswith("Nothing was imported.")
     assert "record 2, line 63 (openloop/loopkit#446)" in client.get(response["Location"]).content.decode()
     assert not Document.objects.exists()
 
