@@ -53,11 +53,12 @@ class ImportRequestSerializer(serializers.Serializer):
 
 class ImportStart(APIView):
     permission_classes = [StudyMember]
+    required_level = "owner"  # as on the study page: owners import
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(
         summary="Import a file",
-        description="Upload a file to import into the study. The import runs as a job; poll jobs/{id}/.",
+        description="Upload a file to import into the study (owners). The import runs as a job; poll jobs/{id}/.",
         request={"multipart/form-data": ImportRequestSerializer},
         responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
     )
