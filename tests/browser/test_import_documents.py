@@ -110,3 +110,15 @@ def test_a_viewer_sees_the_document_without_split_controls(page, live_server, lo
     assert page.locator("#doc-source").count() == 0
     assert page.get_by_role("button", name="Mark hold-out").count() == 0
     assert page.locator(".doc-body script").count() == 0
+
+
+def test_a_two_megabyte_body_is_shown_in_part(page, live_server, login, shot, study, alice, media):
+    from annotate.services.imports import import_file
+
+    import_file(study=study, path=SAMPLES / "bad" / "huge_body.json")
+    doc = Document.objects.get(study=study)
+    login("alice")
+    page.goto(f"{live_server.url}/studies/alpha/documents/{doc.pk}/")
+    expect(page.get_by_role("note")).to_contain_text("2,000,214 characters long; the first 100,000 are shown")
+    expect(page.locator(".doc-body pre code")).to_contain_text("search_docs")
+    shot("huge-body")
