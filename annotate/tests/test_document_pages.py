@@ -17,6 +17,14 @@ SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 
 
 @pytest.fixture
+def eager_jobs(monkeypatch):
+    """Run jobs in-process, as without a broker, even when CI configures Redis."""
+    from config.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+
+
+@pytest.fixture
 def imported(study):
     import_file(study=study, path=SAMPLES / "github_issues.json")
     import_file(study=study, path=SAMPLES / "literature.bib")
@@ -166,7 +174,7 @@ def test_coders_and_viewers_cannot_split_or_change_splits(client, imported, bob,
 
 
 def test_the_upload_runs_an_import_job_and_deletes_the_file(
-    client, study, alice, settings, tmp_path, django_capture_on_commit_callbacks
+    client, study, alice, settings, tmp_path, django_capture_on_commit_callbacks, eager_jobs
 ):
     settings.MEDIA_ROOT = tmp_path
     client.force_login(alice)
@@ -184,7 +192,7 @@ def test_the_upload_runs_an_import_job_and_deletes_the_file(
 
 
 def test_a_bad_upload_fails_the_job_with_the_record_named(
-    client, study, alice, settings, tmp_path, django_capture_on_commit_callbacks
+    client, study, alice, settings, tmp_path, django_capture_on_commit_callbacks, eager_jobs
 ):
     settings.MEDIA_ROOT = tmp_path
     client.force_login(alice)

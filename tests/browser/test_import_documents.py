@@ -14,7 +14,11 @@ SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 
 
 @pytest.fixture
-def media(settings, tmp_path):
+def media(settings, tmp_path, monkeypatch):
+    """Uploads go to a temporary MEDIA_ROOT, and jobs run in the server's process (no worker here)."""
+    from config.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
     settings.MEDIA_ROOT = tmp_path
     return tmp_path
 
