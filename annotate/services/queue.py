@@ -230,12 +230,6 @@ def lease_release(*, episode: Episode, coder) -> int:
     return deleted
 
 
-def leases_expired_delete(*, before=None) -> int:
-    """Housekeeping: delete expired leases (they already count for nothing)."""
-    deleted, _ = Lease.objects.filter(expires_at__lte=before or timezone.now()).delete()
-    return deleted
-
-
 @transaction.atomic
 def coding_submit(
     *,

@@ -102,7 +102,10 @@ def test_an_owner_records_the_final_codes_with_a_rationale(client, alice, study,
     data = {"failure_type": "EXT-04", "source": "tool_service", "stage": "iterative_execution",
             "capability": "actuation", "rationale": "The website refused the bot."}  # fmt: skip
     response = client.post(f"/studies/alpha/episodes/{ep.pk}/adjudicate/", data)
-    assert response.status_code == 302 and response.url == "/studies/alpha/adjudicate/"
+    # On to the next disagreement; after the last one, back to the (empty) list.
+    assert (
+        response.status_code == 302 and response.url == f"/studies/alpha/episodes/{cases['by_source'].pk}/adjudicate/"
+    )
     adjudication = Adjudication.objects.get(episode=ep)
     assert (adjudication.failure_type.code, adjudication.source.code, adjudication.adjudicator) == (
         "EXT-04",
@@ -116,6 +119,8 @@ def test_an_owner_records_the_final_codes_with_a_rationale(client, alice, study,
     assert listed(client, "?state=adjudicated") == ["ByType"]
     labels = {e.pk: label for e, label in final_labels(study)}
     assert labels[ep.pk].status == LabelStatus.ADJUDICATED
+    response = client.post(f"/studies/alpha/episodes/{cases['by_source'].pk}/adjudicate/", data)
+    assert response.url == "/studies/alpha/adjudicate/"
 
 
 def test_a_rationale_is_required_and_bad_codes_are_refused(client, alice, cases):

@@ -8,7 +8,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.http import HttpResponseClientRedirect
 
 from ..access import study_view
 from ..coding_forms import AdjudicationForm
@@ -19,6 +18,7 @@ from ..coding_selectors import (
     codebook_picker,
     coding_code,
     codings_visible,
+    disagreeing_episodes,
     disagreement_page,
     episode_codings,
     side_by_side,
@@ -100,7 +100,7 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
                 form.add_error(name if name in form.fields else None, errors)
         else:
             messages.success(request, f"Episode {episode.pk} adjudicated.")
-            return _after_adjudication(request, study)
+            return _after_adjudication(request, study, episode)
     source = next((c for c in codings if str(c.pk) == request.GET.get("from")), None)
     values = request.POST.dict() if request.method == "POST" else _initial(codings, adjudication, source, picker)
     context = {
@@ -112,8 +112,10 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
     return render(request, "annotate/adjudicate.html", context, status=400 if request.method == "POST" else 200)
 
 
-def _after_adjudication(request: HttpRequest, study: Study) -> HttpResponse:
-    url = request.POST.get("next") or ""
-    if not url.startswith(f"/studies/{study.slug}/adjudicate/"):
-        url = f"/studies/{study.slug}/adjudicate/"
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+def _after_adjudication(request: HttpRequest, study: Study, episode) -> HttpResponse:
+    """On to the next episode still to adjudicate (after this one, else from the start), or back to the list."""
+    pending = disagreeing_episodes(study).values_list("pk", flat=True)
+    following = pending.filter(pk__gt=episode.pk).first() or pending.first()
+    if following is None:
+        return redirect("adjudication_list", slug=study.slug)
+    return redirect("adjudication_page", slug=study.slug, pk=following)
