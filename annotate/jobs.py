@@ -9,11 +9,12 @@ poll and commands can mirror in a progress bar.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -76,10 +77,34 @@ def job_progress_writer(job: Job, *, min_interval: float = 0.5) -> ProgressFn:
         if done < total and now - last[0] < min_interval:
             return
         last[0] = now
-        Job.objects.filter(pk=job.pk).update(done=done, total=total)
+        _progress_write(job.pk, done, total)
         job.done, job.total = done, total
 
     return progress
+
+
+def _progress_write(job_id: int, done: int, total: int) -> None:
+    """Write progress so that pollers see it while the job's own transaction is still open.
+
+    Atomic jobs (an import is all or nothing) would hide progress written on their
+    own connection until they commit, so on PostgreSQL the row is updated from a
+    short-lived thread with a connection of its own. SQLite allows one writer at a
+    time, so there progress is written in the job's transaction; with SQLite
+    Celery runs eagerly anyway, inside the request that started the job.
+    """
+    if connection.vendor == "sqlite" or not connection.in_atomic_block:
+        Job.objects.filter(pk=job_id).update(done=done, total=total)
+        return
+
+    def write() -> None:
+        try:
+            Job.objects.filter(pk=job_id).update(done=done, total=total)
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    thread = threading.Thread(target=write, name=f"job-{job_id}-progress")
+    thread.start()
+    thread.join()
 
 
 def job_run(*, job_id: int) -> Job | None:

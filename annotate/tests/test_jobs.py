@@ -1,3 +1,5 @@
+import pytest
+
 from annotate.jobs import job_run
 from annotate.models import Job
 
@@ -52,3 +54,26 @@ def test_a_job_whose_enqueue_failed_stays_pending_and_is_requeued(
     Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=5))
     assert jobs.jobs_requeue() == 1
     assert calls == [job.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_progress_inside_an_atomic_job_is_visible_to_pollers(require_postgres, study):
+    import threading
+
+    from django.db import connections, transaction
+
+    from annotate.jobs import job_progress_writer
+
+    job = Job.objects.create(kind="recount", study=study)
+    seen = []
+
+    def poll():
+        seen.append(Job.objects.values_list("done", "total").get(pk=job.pk))
+        connections.close_all()
+
+    with transaction.atomic():
+        job_progress_writer(job)(5, 10)
+        poller = threading.Thread(target=poll)
+        poller.start()
+        poller.join()
+    assert seen == [(5, 10)]
