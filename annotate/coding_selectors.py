@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time
 
 from django.db.models import Count, Exists, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from django.utils.html import escape, json_script
 from django.utils.safestring import SafeString, mark_safe
@@ -231,9 +231,10 @@ AXIS_LABELS = {
 
 
 def _column(axis: str):
-    column = f"{axis}_id" if axis in ("failure_type", "source", "stage", "capability") else axis
+    if axis not in ("failure_type", "source", "stage", "capability"):
+        return Cast(axis, IntegerField())  # a flag; PostgreSQL has no MIN/MAX of booleans
     # A missing code is a value too: one coder's type against another's "needs a new type" is a disagreement.
-    return Coalesce(column, Value(0), output_field=IntegerField())
+    return Coalesce(f"{axis}_id", Value(0), output_field=IntegerField())
 
 
 def disagreeing_episodes(
