@@ -159,8 +159,17 @@ class _RawWriter:
                 out.append(values[name])
         return out
 
-    def insert(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Insert the rows; returns their new primary keys (in no particular order)."""
+    def insert(self, rows: list[dict[str, Any]]) -> list[int] | None:
+        """Insert the rows. Returns their new primary keys (in no particular order), or None
+        when the caller must look them up (PostgreSQL's COPY returns none)."""
+        if connection.vendor == "postgresql":
+            # COPY is about twice as fast as multi-row INSERTs, on the server and in this process.
+            connection.ensure_connection()
+            sql = f"COPY {self.table} ({self.columns}) FROM STDIN"
+            with connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
+                for values in rows:
+                    copy.write_row(self.row(values))
+            return None
         per_statement = max(1, min(1000, _max_params() // len(self.fields)))
         returning = connection.features.can_return_rows_from_bulk_insert
         ids: list[int] = []
@@ -175,7 +184,7 @@ class _RawWriter:
                     ids.extend(row[0] for row in cursor.fetchall())
                 else:
                     cursor.execute(sql, params)
-        return ids
+        return ids if returning else None
 
 
 def _document_values(record: Record, digest: str) -> dict[str, Any]:
@@ -234,15 +243,15 @@ def _write_batch(*, study: Study, batch: list[Record], result: ImportResult) -> 
     now = timezone.now()
     if new:
         doc_ids = _RawWriter(Document, {"study_id": study.pk, "imported_at": now, "updated_at": now}).insert(new)
-        if not doc_ids:  # a database without INSERT ... RETURNING
+        if doc_ids is None:
+            doc_ids = []
             for kind in {v["kind"] for v in new}:
                 ids = [v["external_id"] for v in new if v["kind"] == kind]
-                doc_ids += Document.objects.filter(study=study, kind=kind, external_id__in=ids).values_list(
-                    "pk", flat=True
-                )
+                found = Document.objects.filter(study=study, kind=kind, external_id__in=ids)
+                doc_ids += found.values_list("pk", flat=True)
         writer = _RawWriter(Episode, {"study_id": study.pk, "created_at": now})
         episode_ids = writer.insert([{"document_id": pk} for pk in doc_ids])
-        if not episode_ids:
+        if episode_ids is None:
             episode_ids = list(Episode.objects.filter(document_id__in=doc_ids).values_list("pk", flat=True))
         _queue_keys_set(study, episode_ids)
         result.created += len(new)
