@@ -194,7 +194,8 @@ class _JsonStream:
     def _more(self) -> bool:
         if self.eof:
             return False
-        chunk = self.fh.read(_CHUNK)
+        # Read at least as much as is pending, so one huge record costs O(size), not O(size²).
+        chunk = self.fh.read(max(_CHUNK, len(self.buf) - self.pos))
         if not chunk:
             self.eof = True
             return False
