@@ -240,3 +240,30 @@ def test_an_owner_adjudicates_a_disagreement(page, live_server, login, shot, stu
     page.goto(f"{live_server.url}/studies/alpha/settings/coding/")
     expect(page.get_by_label("Coders per episode (overlap k)")).to_have_value("2")
     shot("workspace-coding-settings")
+
+
+def test_without_javascript_the_form_is_a_plain_post(browser, live_server, shot, study, bob, episodes):
+    from annotate.models import Coding
+
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        log_in(page, live_server, "bob")
+        page.goto(coding_url(live_server, episodes[0]))
+        expect(page.locator("#type-filter")).to_be_hidden()  # the picker needs JS; the select does not
+        page.get_by_label("Failure type", exact=True).select_option("TUS-03")
+        page.get_by_label("Agent logic & prompting").check()
+        page.get_by_label("Iterative execution").check()
+        page.get_by_label("Actuation (tool use & action)").check()
+        page.get_by_label("Evidence").fill("forty times")
+        shot_other(page, "workspace-coding-no-js")
+        page.get_by_role("button", name=re.compile("^Save and next")).click()
+        expect(page).to_have_url(coding_url(live_server, episodes[1]))
+        coding = Coding.objects.get()
+        assert (coding.failure_type.code, coding.source.code, coding.evidence) == (
+            "TUS-03",
+            "agent_design",
+            "forty times",
+        )
+    finally:
+        context.close()
