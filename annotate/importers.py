@@ -229,6 +229,11 @@ class _JsonStream:
         while True:
             try:
                 obj, end = self.decoder.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                # Hostile or broken input: no issue object nests hundreds of levels deep.
+                raise ImportFileError(
+                    f"record {n} (starting on line {start_line}): JSON nested too deeply to be an issue"
+                ) from None
             except json.JSONDecodeError as exc:
                 if self._more():
                     continue
