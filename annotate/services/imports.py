@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -21,15 +20,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import JSONField
 from django.utils import timezone
 
 from ..importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
 from ..models import Document, Episode, Job, Study
 from .studies import queue_key_for
-
-log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
 BATCH_SIZE = 1000
@@ -247,8 +244,8 @@ def _write_batch(*, study: Study, batch: list[Record], result: ImportResult) -> 
             doc_ids = []
             for kind in {v["kind"] for v in new}:
                 ids = [v["external_id"] for v in new if v["kind"] == kind]
-                found = Document.objects.filter(study=study, kind=kind, external_id__in=ids)
-                doc_ids += found.values_list("pk", flat=True)
+                inserted = Document.objects.filter(study=study, kind=kind, external_id__in=ids)
+                doc_ids += inserted.values_list("pk", flat=True)
         writer = _RawWriter(Episode, {"study_id": study.pk, "created_at": now})
         episode_ids = writer.insert([{"document_id": pk} for pk in doc_ids])
         if episode_ids is None:
@@ -331,9 +328,16 @@ def import_file(
     def on_read(chars: int) -> None:
         read[0] = chars
 
-    with transaction.atomic():
-        records = iter_file(path, include_prs=include_prs, on_read=on_read if progress else None)
-        result = import_records(study=study, records=records, progress=on_batch)
+    try:
+        with transaction.atomic():
+            records = iter_file(path, include_prs=include_prs, on_read=on_read if progress else None)
+            result = import_records(study=study, records=records, progress=on_batch)
+    except IntegrityError as exc:
+        # Only a concurrent import of the same documents can collide on the unique key.
+        raise ImportFileError(
+            "another import wrote some of these documents at the same time; run this one again "
+            f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
+        ) from exc
     if progress is not None:
         progress(result.seen, result.seen)
     return result
