@@ -58,10 +58,14 @@ def worker_slots() -> int:
 
     if app.conf.task_always_eager or not app.conf.result_backend:
         return 1
-    try:
-        replies = app.control.inspect(timeout=1.0).stats() or {}
-    except Exception:  # an unreachable broker means no parallelism, not a failed job
-        return 1
+    replies = {}
+    for _ in range(2):  # a busy worker may miss the first broadcast
+        try:
+            replies = app.control.inspect(timeout=1.5).stats() or {}
+        except Exception:  # an unreachable broker means no parallelism, not a failed job
+            return 1
+        if replies:
+            break
     total = sum(int(r.get("pool", {}).get("max-concurrency", 1)) for r in replies.values())
     return max(1, total - 1)
 
