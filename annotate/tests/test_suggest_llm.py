@@ -191,7 +191,9 @@ def test_it_runs_a_batch_as_a_suggest_job_with_the_llm_when_a_key_is_set(llm, st
     job = suggestion_batch_start(study=study, user=bob)
     job = job_run(job_id=job.pk) or Job.objects.get(pk=job.pk)
     assert job.kind == "suggest" and job.params["backend"] == "openai" and job.status == JobStatus.SUCCESS
-    assert job.result["suggested"] == 1 and job.done == job.total == 1
+    # (done == total is checked by the worker test: on PostgreSQL progress is written on its own connection,
+    # which cannot see this test's uncommitted Job row.)
+    assert job.result["suggested"] == 1 and job.result["episodes"] == 1
     assert Suggestion.objects.get(episode=ep).job_id == job.pk
 
 

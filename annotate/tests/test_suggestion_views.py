@@ -27,6 +27,14 @@ def login(client):
 
 
 @pytest.fixture
+def eager_jobs(monkeypatch):
+    """Run jobs in-process, as without a broker, even when CI configures Redis."""
+    from config.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+
+
+@pytest.fixture
 def suggested(study, make_episode):
     ep = make_episode(study, title="Throttled", body=BODY)
     suggestions_make(study=study, backend="local")
@@ -34,7 +42,7 @@ def suggested(study, make_episode):
 
 
 def test_it_starts_a_batch_from_the_study_page(
-    study, make_episode, bob, vera, login, django_capture_on_commit_callbacks
+    study, make_episode, bob, vera, login, django_capture_on_commit_callbacks, eager_jobs
 ):
     make_episode(study, body=BODY)
     page = login(bob).get(f"/studies/{study.slug}/")
@@ -51,7 +59,7 @@ def test_it_starts_a_batch_from_the_study_page(
 
 
 def test_it_refuses_a_retrain_below_the_minimum_with_a_clear_message(
-    study, bob, login, django_capture_on_commit_callbacks
+    study, bob, login, django_capture_on_commit_callbacks, eager_jobs
 ):
     with django_capture_on_commit_callbacks(execute=True):
         r = login(bob).post(f"/studies/{study.slug}/suggestions/retrain/", HTTP_HX_REQUEST="true")

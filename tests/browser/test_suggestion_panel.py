@@ -95,7 +95,12 @@ def test_rejecting_marks_the_suggestion(page, live_server, login, demo):
     assert Suggestion.objects.filter(episode=episode, status=SuggestionStatus.REJECTED).exists()
 
 
-def test_the_study_page_starts_a_batch_and_the_quality_page_reports_it(page, live_server, login, shot, demo):
+def test_the_study_page_starts_a_batch_and_the_quality_page_reports_it(
+    page, live_server, login, shot, demo, monkeypatch
+):
+    from config.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)  # the job runs in the server, as without a broker
     from annotate.models import Episode, Suggestion
 
     Suggestion.objects.filter(episode__in=Episode.objects.filter(study=demo).order_by("id")[:3]).delete()
