@@ -62,7 +62,7 @@ class Picker:
                 value_id = getattr(row, f"{axis}_id")
                 setattr(row, axis, self.value_by_id.get(value_id) if value_id else None)
 
-    def label(self, obj_id: int | None) -> str:
+    def axis_code(self, obj_id: int | None) -> str:
         """The code of an axis value id ("" for none), for forms and history."""
         if obj_id is None:
             return ""
@@ -336,7 +336,7 @@ def coding_code(row, axis: str, picker: Picker) -> str:
             return "not a failure"
         return picker.type_code(row.failure_type_id) or ("new type" if row.needs_new_type else "")
     if axis in ("source", "stage", "capability"):
-        return picker.label(getattr(row, f"{axis}_id"))
+        return picker.axis_code(getattr(row, f"{axis}_id"))
     return "yes" if getattr(row, axis) else "no"
 
 
@@ -372,7 +372,7 @@ class HistoryRow:
 def _history_value(record, name: str, picker: Picker) -> str:
     if name in ("failure_type", "source", "stage", "capability"):
         obj_id = getattr(record, f"{name}_id", None)
-        return picker.type_code(obj_id) if name == "failure_type" else picker.label(obj_id)
+        return picker.type_code(obj_id) if name == "failure_type" else picker.axis_code(obj_id)
     if name == "evidence_span":
         start, end = getattr(record, "evidence_start", None), getattr(record, "evidence_end", None)
         return "" if start is None else f"{start}-{end}"

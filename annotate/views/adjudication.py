@@ -76,7 +76,7 @@ def _initial(codings, adjudication: Adjudication | None, source_coding, picker: 
     values = {"rationale": ""}
     if first is not None:
         for a in ("source", "stage", "capability"):
-            values[a] = "" if a in split else picker.label(getattr(first, f"{a}_id"))
+            values[a] = "" if a in split else picker.axis_code(getattr(first, f"{a}_id"))
         values["failure_type"] = "" if "failure_type" in split else picker.type_code(first.failure_type_id)
     return values
 

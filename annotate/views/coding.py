@@ -50,9 +50,9 @@ def _values_of(coding: Coding | None, picker: Picker) -> dict:
         return {"confidence": "medium", "version": ""}
     return {
         "failure_type": picker.type_code(coding.failure_type_id),
-        "source": picker.label(coding.source_id),
-        "stage": picker.label(coding.stage_id),
-        "capability": picker.label(coding.capability_id),
+        "source": picker.axis_code(coding.source_id),
+        "stage": picker.axis_code(coding.stage_id),
+        "capability": picker.axis_code(coding.capability_id),
         "not_a_failure": coding.not_a_failure,
         "not_a_failure_reason": coding.not_a_failure_reason,
         "needs_new_type": coding.needs_new_type,
