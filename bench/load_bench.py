@@ -93,7 +93,7 @@ def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> 
     from django.contrib.auth import get_user_model
 
     from annotate.models import Document, Episode
-    from annotate.services.studies import queue_key_for, study_create
+    from annotate.services.studies import membership_set, queue_key_for, study_create
     from annotate.services.tokens import token_create
     from taxonomy.models import Codebook
 
@@ -123,6 +123,8 @@ def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> 
     for e in eps:
         e.queue_key = queue_key_for(study, e.pk)
     Episode.objects.bulk_update(eps, ["queue_key"], batch_size=2000)
+    # Exports of a blind study hold every coder's codes, so the API clients use an owner's token.
+    membership_set(study=study, user=api_user, role="owner")
     _, key = token_create(user=api_user, name="load bench")
     from django.db import connections
 
