@@ -62,6 +62,14 @@ def backup_write(*, out_dir: Path) -> BackupResult:
             "dumpdata", *DUMP_APPS, "--natural-foreign", "--indent", "0", "--output", str(out_dir / "data.json")
         )
     files = ["data.json"]
+    # The labelled datasets too, readable without Faultline (JSONL with manifests).
+    from .models import Study
+    from .services.datasets import export_write
+
+    for study in Study.objects.order_by("slug"):
+        name = f"exports/{study.slug}.jsonl"
+        export_write(study=study, fmt="jsonl", out=out_dir / name)
+        files += [name, f"{name}.manifest.json"]
     db = settings.DATABASES["default"]
     if connection.vendor == "postgresql" and shutil.which("pg_dump"):
         dump = out_dir / "database.pgdump"

@@ -23,6 +23,9 @@ def test_it_backs_up_and_restores_into_an_empty_database(codebook, tmp_path, cap
     call_command("backup", "--out", str(tmp_path / "b"))
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["codings_sha256"] == before_digest
+    export = tmp_path / "b" / "exports" / "demo.jsonl"
+    assert len(export.read_text().splitlines()) == before_counts["annotate.Episode"]
+    assert "exports/demo.jsonl" in manifest["files"]
 
     call_command("flush", "--noinput")
     assert Coding.objects.count() == 0
