@@ -44,7 +44,7 @@ def big_issue_file() -> Path:
 
 
 def test_a_killed_import_writes_nothing_and_a_rerun_completes_it(
-    require_postgres, private_redis, processes, study, alice
+    require_postgres, private_redis, processes, study, alice, monkeypatch
 ):
     path = big_issue_file()
     job = Job.objects.create(
@@ -52,6 +52,8 @@ def test_a_killed_import_writes_nothing_and_a_rerun_completes_it(
         params={"path": f"imports/{path.name}", "filename": "big.json", "include_prs": False},
     )  # fmt: skip
     env = app_env(CELERY_BROKER_URL=private_redis.url, FAULTLINE_CELERY_QUEUE="kill")
+    # Celery lets CELERY_BROKER_URL in the environment override an app's own broker argument.
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
     sender = Celery(broker=private_redis.url)
     try:
         worker = processes._spawn(
