@@ -64,6 +64,13 @@ def require_redis():
 
 
 @pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Hashing the personas' passwords with PBKDF2 dominates test set-up; tests don't need its cost.
+    (tests/faults overrides this: its gunicorn processes verify passwords with the real hashers.)"""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache():
     """API throttle counters live in the cache: each test starts with an empty one, so the suite's
     many anonymous 401 checks never add up to a 429 in an unrelated test."""

@@ -78,6 +78,11 @@ class PrivateRedis:
 
 
 @pytest.fixture
+def fast_password_hashing():
+    """Keep the real password hashers: gunicorn, in another process, checks these passwords."""
+
+
+@pytest.fixture
 def private_redis():
     need(shutil.which("redis-server") is not None, "needs redis-server on PATH")
     redis = PrivateRedis()
