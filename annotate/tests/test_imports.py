@@ -224,9 +224,9 @@ def test_the_commands_report_counts_and_fail_on_bad_input(study, capsys):
     assert "0 created, 0 updated, 58 unchanged" in capsys.readouterr().out
     call_command("import_literature", "--study", "alpha", str(SAMPLES / "literature.bib"))
     assert "24 created" in capsys.readouterr().out
-    with pytest.raises(CommandError, match="truncated.json: record 3.*nothing was imported"):
+    with pytest.raises(CommandError, match=r"truncated\.json: record 3.*nothing was imported"):
         call_command("import_github", "--study", "alpha", "--file", str(BAD / "truncated.json"))
-    with pytest.raises(CommandError, match="missing_title.csv: line 1"):
+    with pytest.raises(CommandError, match=r"missing_title\.csv: line 1"):
         call_command("import_literature", "--study", "alpha", str(BAD / "missing_title.csv"))
     with pytest.raises(CommandError, match="no study with slug 'nope'"):
         call_command("import_literature", "--study", "nope", str(SAMPLES / "literature.bib"))
