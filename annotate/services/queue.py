@@ -145,32 +145,55 @@ def _lease_take(episode: Episode, coder) -> Lease:
     return Lease.objects.create(episode=episode, coder=coder, expires_at=lease_expiry())
 
 
-def _claim_one(pk: int, study: Study, coder, now) -> Episode | None:
-    """Lock one episode (skipping it if another claim holds it) and lease it if it still has room."""
-    episode = _lockable(Episode.objects.filter(pk=pk)).first()
-    if episode is None or episode.status == EpisodeStatus.ADJUDICATED:
-        return None
-    episode.study = study
-    if not _has_room(episode, coder, now):
-        return None
-    _lease_take(episode, coder)
-    return episode
+class _NoRoom(Exception):
+    """Raised inside a claim's savepoint so that rolling it back releases the row lock."""
 
 
-def _claim_from(candidates: QuerySet[Episode], study: Study, coder, now, attempts: int = 5) -> Episode | None:
-    """The fallback: one query over the whole open part of the study (only once the windows run dry)."""
-    order = _order_field(study)
-    tried: list[int] = []
-    for _ in range(attempts):
-        episode = _lockable(candidates.exclude(pk__in=tried)).order_by("-n_codings", order).first()
-        if episode is None:
-            return None
-        episode.study = study
-        if _has_room(episode, coder, now):
+_LOCKED = object()  # another transaction is claiming this episode right now
+
+
+def _claim_one(pk: int, study: Study, coder, now, *, wait: bool):
+    """Lock one episode and lease it if it still has room: the Episode, None, or _LOCKED.
+
+    Each attempt runs in a savepoint that is rolled back when the episode has no room, so
+    a claim never holds a lock it does not use while it waits for another: no deadlocks.
+    """
+    try:
+        with transaction.atomic():
+            rows = Episode.objects.filter(pk=pk)
+            episode = (rows.select_for_update() if wait else _lockable(rows)).first()
+            if episode is None:
+                return _LOCKED  # skipped by SKIP LOCKED (or deleted meanwhile)
+            episode.study = study
+            if episode.status == EpisodeStatus.ADJUDICATED or not _has_room(episode, coder, now):
+                raise _NoRoom
             _lease_take(episode, coder)
             return episode
-        tried.append(episode.pk)
+    except _NoRoom:
+        return None
+
+
+def _claim_first(pks: list[int], study: Study, coder, now) -> Episode | None:
+    """Claim the first of `pks` that has room. Episodes other claims hold are passed over, then
+    waited for in turn, so a coder is never told "nothing left" only because of a momentary lock."""
+    locked = []
+    for pk in pks:
+        result = _claim_one(pk, study, coder, now, wait=False)
+        if result is _LOCKED:
+            locked.append(pk)
+        elif result is not None:
+            return result
+    for pk in locked:
+        result = _claim_one(pk, study, coder, now, wait=True)
+        if result is not None and result is not _LOCKED:
+            return result
     return None
+
+
+def _scan(candidates: QuerySet[Episode], study: Study) -> list[int]:
+    """The fallback: the first candidates of the whole open part of the study (once the windows run dry)."""
+    order = _order_field(study)
+    return list(candidates.order_by("-n_codings", order).values_list("pk", flat=True)[:CLAIM_ATTEMPTS])
 
 
 @transaction.atomic
@@ -195,15 +218,12 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode
         held.episode.study = study
         return held.episode
     skipped = set(skipped)
-    for pk in _window(study, coder, now, skipped)[:CLAIM_ATTEMPTS]:
-        episode = _claim_one(pk, study, coder, now)
-        if episode is not None:
-            return episode
-    base = _open_for(study, coder, now)
-    fresh = base.exclude(pk__in=skipped) if skipped else base
-    episode = _claim_from(fresh, study, coder, now)
-    if episode is None and skipped:
-        episode = _claim_from(base, study, coder, now)
+    episode = _claim_first(_window(study, coder, now, skipped)[:CLAIM_ATTEMPTS], study, coder, now)
+    if episode is None:
+        base = _open_for(study, coder, now)
+        episode = _claim_first(_scan(base.exclude(pk__in=skipped), study), study, coder, now)
+        if episode is None and skipped:
+            episode = _claim_first(_scan(base, study), study, coder, now)
     return episode
 
 

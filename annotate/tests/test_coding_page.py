@@ -273,8 +273,8 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
 
     codebook_picker(study.codebook)  # a published codebook is cached per process after its first use
     client.force_login(bob)
-    # session, user, membership + the queue's eleven (see test_queue)
-    with django_assert_num_queries(14):
+    # session, user, membership + the queue's thirteen (see test_queue)
+    with django_assert_num_queries(16):
         response = client.get("/studies/alpha/next/")
     ep = Episode.objects.get(pk=int(response.url.split("/")[-3]))
     # session, user, membership, episode, own coding, and the lease renewal (savepoint, lock, re-count,
