@@ -5,11 +5,12 @@ its stored codings plus the live leases of coders who are coding it now. A
 lease is a (episode, coder) row that expires after FAULTLINE_LEASE_MINUTES, so
 an abandoned tab frees its place on its own.
 
-Claims lock the episode row (`select_for_update`, with `skip_locked` where the
-database has it) and count the leases again after the lock is held: under
-READ COMMITTED a statement's snapshot can predate a lease that another
-transaction committed while we waited, so the count in the claiming statement
-alone is not enough.
+Claims lock the episode row (`select_for_update`; with `skip_locked` where the
+database has it, an episode another claim holds is passed over first and
+waited for only if nothing else is free) and count the leases again once the
+lock is held: under READ COMMITTED a statement's snapshot can predate a lease
+that another transaction committed while we waited, so the count in the
+claiming statement alone is not enough.
 
 The queue serves episodes that already have codings first (so episodes reach k
 and become usable for agreement and analysis), and within that in the study's
