@@ -130,7 +130,9 @@ def test_the_api_streams_jsonl_and_csv_in_a_fixed_number_of_queries(demo, client
     assert manifest["sha256"] == hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_the_api_exports_parquet_directly_or_through_a_job(demo, client, settings, django_capture_on_commit_callbacks):
+def test_the_api_exports_parquet_directly_or_through_a_job(
+    demo, client, settings, django_capture_on_commit_callbacks, monkeypatch
+):
     from django.contrib.auth import get_user_model
 
     from config.celery import app
@@ -142,7 +144,7 @@ def test_the_api_exports_parquet_directly_or_through_a_job(demo, client, setting
     assert table.num_rows == 82 and "codings" in table.column_names
 
     settings.FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = 10
-    app.conf.task_always_eager = True
+    monkeypatch.setitem(app.conf, "task_always_eager", True)  # restored after the test
     with django_capture_on_commit_callbacks(execute=True):
         started = client.get("/api/v1/studies/demo/export/?format=parquet&kind=github_issue")
     assert started.status_code == 202

@@ -36,7 +36,7 @@ def big_issue_file() -> Path:
             "user": {"login": "someone"},
             "created_at": "2025-01-01T00:00:00Z",
             "updated_at": "2025-01-02T00:00:00Z",
-        }  # fmt: skip
+        }
         for i in range(N)
     ]
     path.write_text(json.dumps(issues))
@@ -54,7 +54,7 @@ def test_a_killed_import_writes_nothing_and_a_rerun_completes_it(
     env = app_env(CELERY_BROKER_URL=private_redis.url, FAULTLINE_CELERY_QUEUE="kill")
     # Celery lets CELERY_BROKER_URL in the environment override an app's own broker argument.
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
-    sender = Celery(broker=private_redis.url)
+    sender = Celery(broker=private_redis.url, set_as_current=False)
     try:
         worker = processes._spawn(
             "worker",
