@@ -10,11 +10,6 @@ from annotate.services.adjudication import AdjudicationValues, adjudication_save
 from annotate.services.studies import CodingValues, coding_save
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def code(codes):
     def make(episode, coder, type_code="TUS-03", source="agent_design", memo="", evidence="", **kw):

@@ -13,11 +13,6 @@ BODY = (
 )
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def episode(study, make_episode):
     return make_episode(study, body=BODY, title="Agent loops on search", cluster="acme/agent")

@@ -7,12 +7,6 @@ import pytest
 from annotate.models import Episode, EpisodeStatus
 from annotate.services.studies import CodingValues, coding_save
 
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 SETTINGS = {"coders_per_episode": "3", "blind": "", "queue_order": "import", "queue_splits": ["primary", "holdout"],
             "suggestions_after_first_choice": "on"}  # fmt: skip
 

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from annotate.services.studies import CodingValues, coding_delete, coding_save
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def base(codes, **kw):

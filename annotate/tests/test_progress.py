@@ -11,11 +11,6 @@ from annotate.models import Coding
 from annotate.services.studies import CodingValues, coding_save
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def coded(study, alice, bob, make_episode, codes):
     values = CodingValues(failure_type=codes.type("TUS-03"), source=codes.source("llm"),

@@ -16,12 +16,6 @@ from annotate.services.studies import CodingValues, coding_save
 from conftest import PASSWORD
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    # The personas' passwords are hashed with PBKDF2 (about 0.4 s each); these tests never log in.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def values(codes):
     return CodingValues(

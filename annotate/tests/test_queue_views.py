@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from annotate.models import Lease
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def test_next_redirects_to_the_coding_page_of_a_leased_episode(client, bob, study, make_episode):

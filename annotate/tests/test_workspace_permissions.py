@@ -12,11 +12,6 @@ from annotate.services.studies import CodingValues, coding_save
 CODE = {"failure_type": "TUS-03", "source": "llm", "stage": "setup", "capability": "memory", "confidence": "low"}
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def ep(study, make_episode):
     return make_episode(study)

@@ -19,11 +19,6 @@ BODIES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def carol(study, django_user_model):
     from annotate.services import membership_set
