@@ -44,9 +44,7 @@ urlpatterns = [
         analysis_views.analysis_cell,
         name="analysis_cell",
     ),
-    path(
-        "studies/<slug:slug>/analysis/<str:name>.<str:fmt>", analysis_views.analysis_figure, name="analysis_figure"
-    ),
+    path("studies/<slug:slug>/analysis/<str:name>.<str:fmt>", analysis_views.analysis_figure, name="analysis_figure"),
     path("studies/<slug:slug>/agreement/", analysis_views.agreement_page, name="agreement_page"),
     path("studies/<slug:slug>/coverage/", analysis_views.coverage_page, name="coverage_page"),
     path("studies/<slug:slug>/incidents/", incident_views.triage_board, name="triage_board"),

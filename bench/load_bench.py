@@ -40,6 +40,7 @@ PASSWORD = "load-bench-" + secrets.token_hex(8)
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 VERSION_RE = re.compile(r'name="version" value="(\d*)"')
 EPISODE_RE = re.compile(r"/episodes/(\d+)/code/")
+EXPORT_PAUSE_S = 1.0
 
 
 def free_port() -> int:
@@ -222,6 +223,8 @@ def export_loop(base: str, token: str, deadline: float, max_loops: int, rec: Rec
                     rec.error(f"export {response.status_code} rows={rows}")
             except httpx.HTTPError as exc:
                 rec.error(f"export: {type(exc).__name__} {exc}")
+            # A client that pulls the dataset again and again, but not in a hot loop.
+            time.sleep(EXPORT_PAUSE_S)
 
 
 def incident_loop(base: str, token: str, deadline: float, max_loops: int, rec: Recorder) -> None:
