@@ -21,8 +21,14 @@ def _report(base, key, **body):
     return response.json()
 
 
-def test_an_on_call_engineer_triages_reported_incidents(page, live_server, login, shot, study, bob, alice, codes):
+def test_an_on_call_engineer_triages_reported_incidents(
+    page, live_server, login, shot, study, bob, alice, codes, monkeypatch
+):
     from annotate.models import Episode, Suggestion
+    from config.celery import app
+
+    # The suggestion queued at intake runs in the server, as it does without a broker.
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
     from annotate.services.studies import CodingValues, coding_save
     from annotate.services.tokens import token_create
 
