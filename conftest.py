@@ -63,6 +63,51 @@ def require_redis():
     need(redis_reachable(), "needs Redis as the Celery broker (set CELERY_BROKER_URL=redis://...)")
 
 
+@pytest.fixture
+def celery_worker(require_postgres, require_redis):
+    """Start real Celery worker subprocesses on the test database and the configured broker.
+
+    `celery_worker(queue, pool="solo", concurrency=1, env={...})` returns the process;
+    every worker is stopped when the test ends. Tests send work with `.apply_async(queue=queue)`
+    (or set app.conf.task_default_queue) so no other worker can take it.
+    """
+    import subprocess
+    import sys
+
+    from django.db import connection
+
+    procs = []
+
+    def start(queue: str, *, pool: str = "solo", concurrency: int = 1, env: dict | None = None):
+        db = connection.settings_dict
+        full_env = {
+            **os.environ,
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "FAULTLINE_CELERY_QUEUE": queue,
+            "FAULTLINE_DEV": "1",
+            **(env or {}),
+        }
+        argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--pool", pool,
+                "--without-gossip", "--without-mingle", "-l", "WARNING"]  # fmt: skip
+        if pool != "solo":
+            argv += ["--concurrency", str(concurrency)]
+        proc = subprocess.Popen(
+            argv, cwd=settings.BASE_DIR, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Hashing the personas' passwords with PBKDF2 dominates test set-up; tests don't need its cost.

@@ -1,13 +1,9 @@
 """A real Celery round trip: a worker subprocess against Redis runs a job and writes to the database."""
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 
 import pytest
-from django.conf import settings
 
 from annotate.jobs import job_start
 from annotate.models import Episode, Job, JobStatus
@@ -15,47 +11,26 @@ from annotate.models import Episode, Job, JobStatus
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_runs_a_job_and_its_result_lands_in_the_database(require_postgres, require_redis, study, make_episode):
+def test_a_worker_runs_a_job_and_its_result_lands_in_the_database(celery_worker, study, make_episode):
     ep = make_episode(study)
     Episode.objects.filter(pk=ep.pk).update(n_codings=7)  # a stale counter for the job to repair
 
     queue = f"roundtrip-{uuid.uuid4().hex[:8]}"
-    from django.db import connection
+    celery_worker(queue)
+    from annotate.tasks import run_job
 
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "FAULTLINE_CELERY_QUEUE": queue,
-        "FAULTLINE_DEV": "1",
-    }
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--pool", "solo",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
-        cwd=settings.BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        from annotate.tasks import run_job
-
-        job = Job.objects.create(kind="recount", study=study)
-        run_job.apply_async(args=[job.pk], queue=queue)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            job.refresh_from_db()
-            if job.finished:
-                break
-            time.sleep(0.2)
-        assert job.status == JobStatus.SUCCESS, job.error
-        assert job.result == {"fixed": 1}
-        ep.refresh_from_db()
-        assert ep.n_codings == 0
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+    job = Job.objects.create(kind="recount", study=study)
+    run_job.apply_async(args=[job.pk], queue=queue)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.finished:
+            break
+        time.sleep(0.2)
+    assert job.status == JobStatus.SUCCESS, job.error
+    assert job.result == {"fixed": 1}
+    ep.refresh_from_db()
+    assert ep.n_codings == 0
 
 
 def test_without_a_broker_jobs_run_eagerly(study, make_episode, django_capture_on_commit_callbacks, monkeypatch):

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 
 import pytest
-from django.conf import settings
 
 from annotate.models import Job, JobStatus, Suggestion
 from annotate.tests.llm_server import FakeLLMServer
@@ -17,30 +13,20 @@ from annotate.tests.llm_server import FakeLLMServer
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_runs_an_llm_suggestion_batch(require_postgres, require_redis, study, make_episode, bob):
+def test_a_worker_runs_an_llm_suggestion_batch(celery_worker, study, make_episode, bob):
     episodes = [make_episode(study, body=f"The agent got 429 Too Many Requests, run {i}.") for i in range(3)]
     server = FakeLLMServer().start()
     server.script = ["429"]  # the worker retries it
     queue = f"suggest-{uuid.uuid4().hex[:8]}"
-    from django.db import connection
-
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "FAULTLINE_CELERY_QUEUE": queue,
-        "FAULTLINE_DEV": "1",
-        "OPENAI_API_KEY": "sk-test-dummy",
-        "OPENAI_BASE_URL": server.base_url,
-        "FAULTLINE_LLM_MODEL": "fake-model-1",
-        "FAULTLINE_LLM_BACKOFF_BASE_S": "0.01",
-    }
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--pool", "solo",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
-        cwd=settings.BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    celery_worker(
+        queue,
+        env={
+            "OPENAI_API_KEY": "sk-test-dummy",
+            "OPENAI_BASE_URL": server.base_url,
+            "FAULTLINE_LLM_MODEL": "fake-model-1",
+            "FAULTLINE_LLM_BACKOFF_BASE_S": "0.01",
+        },
+    )
     try:
         from annotate.tasks import run_job
 
@@ -59,9 +45,4 @@ def test_a_worker_runs_an_llm_suggestion_batch(require_postgres, require_redis, 
         assert {s.model for s in rows} == {"fake-model-1"} and all(s.job_id == job.pk for s in rows)
         assert len(server.requests) == 4  # three episodes, one 429 retried
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            worker.kill()
         server.stop()
