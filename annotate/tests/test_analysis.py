@@ -33,12 +33,6 @@ def stable(doc: dict, *extra: str) -> dict:
     return {k: v for k, v in doc.items() if k not in (*VOLATILE, *extra)}
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    # Hashing the personas' passwords would dominate these tests; they are not about hashing.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def paper(study, codes, alice, bob):
     rows = paper_rows()

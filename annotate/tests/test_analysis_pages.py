@@ -13,12 +13,6 @@ from annotate.models import Job
 from .analysis_factory import build, paper_rows
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    # Hashing the personas' passwords would dominate these tests; they are not about hashing.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def paper(study, codes, alice, bob):
     build(study, paper_rows(5, 6), codes, [alice, bob])

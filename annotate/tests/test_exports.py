@@ -19,7 +19,6 @@ from annotate.models import Coding, Document, Study
 
 @pytest.fixture
 def demo(db, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     call_command("load_codebook", "fixtures/codebook-v1.json", "--publish", stdout=io.StringIO())
     call_command("demo", stdout=io.StringIO())
     return Study.objects.get(slug="demo")

@@ -11,11 +11,6 @@ from annotate.services.studies import CodingValues, coding_save
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def board(study, bob, codes):
     """Three incidents: one suggested as an LLM fault, one coded as a tool/service fault, one unsuggested."""

@@ -51,9 +51,3 @@ def charlies_rows(other_study, charlie, make_episode, codes):
     )  # fmt: skip
     coding_save(episode=ep, coder=charlie, values=values, version=None)
     return ep
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    # The personas' password hashing dominates setup otherwise; these tests are not about hashing.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -36,7 +36,6 @@ def wsgi_app():
 def token(db, settings, alice, coded):
     from annotate.services.tokens import token_create
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return token_create(user=alice, name="schemathesis")[1]
 
 
