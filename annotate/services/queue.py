@@ -35,9 +35,10 @@ from django.utils import timezone
 from ..models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
 from .studies import CodingValues, coding_save
 
-# How many episodes at the head of each queue slice one request examines,
-# and how many of the eligible ones it tries to lock before falling back.
-WINDOW = 200
+# How many episodes at the head of each queue slice one request examines (a small
+# window first, which is almost always enough, then a wider one), and how many of
+# the eligible ones it tries to lock before falling back.
+WINDOWS = (40, 200)
 CLAIM_ATTEMPTS = 10
 
 
@@ -94,7 +95,7 @@ def _lockable(qs: QuerySet[Episode]) -> QuerySet[Episode]:
     return qs.select_for_update(skip_locked=skip, of=("self",) if connection.features.has_select_for_update_of else ())
 
 
-def _window(study: Study, coder, now, skipped: set[int]) -> list[int]:
+def _window(study: Study, coder, now, skipped: set[int], size: int) -> list[int]:
     """Ids the coder may take at the head of each (split, n_codings) slice of the queue, best first.
 
     k x splits small index-range queries fetch the heads; two more find the coder's own
@@ -110,7 +111,7 @@ def _window(study: Study, coder, now, skipped: set[int]) -> list[int]:
                 .exclude(status=EpisodeStatus.ADJUDICATED)
                 .order_by(order)
             )
-            rows.extend(head.values_list("pk", "n_codings", order)[:WINDOW])
+            rows.extend(head.values_list("pk", "n_codings", order)[:size])
     if not rows:
         return []
     ids = [pk for pk, _, _ in rows]
@@ -219,7 +220,11 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode
         held.episode.study = study
         return held.episode
     skipped = set(skipped)
-    episode = _claim_first(_window(study, coder, now, skipped)[:CLAIM_ATTEMPTS], study, coder, now)
+    episode = None
+    for size in WINDOWS:
+        episode = _claim_first(_window(study, coder, now, skipped, size)[:CLAIM_ATTEMPTS], study, coder, now)
+        if episode is not None:
+            break
     if episode is None:
         base = _open_for(study, coder, now)
         episode = _claim_first(_scan(base.exclude(pk__in=skipped), study), study, coder, now)
@@ -236,6 +241,11 @@ def lease_claim(*, episode: Episode, coder) -> bool:
     A coder who already coded the episode needs no lease to edit their coding.
     """
     now = timezone.now()
+    # Arriving from "next", the coder already holds a live lease here: renewing it needs no lock,
+    # because a live lease is already counted in the episode's k places.
+    mine = Lease.objects.filter(episode=episode, coder=coder, expires_at__gt=now)
+    if episode.status != EpisodeStatus.ADJUDICATED and mine.update(expires_at=lease_expiry()):
+        return True
     locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
     if locked.status == EpisodeStatus.ADJUDICATED:
         return False

@@ -27,8 +27,11 @@ from taxonomy.models import AxisValue, FailureType
 from ..jobs import job_start
 from ..labels import final_labels
 from ..models import (
+    Adjudication,
+    Coding,
     Episode,
     Job,
+    LabelRule,
     LocalModel,
     Study,
     Suggestion,
@@ -385,15 +388,30 @@ def local_model_train(*, study: Study, job: Job | None = None, examples: list | 
     return row
 
 
+def labels_upper_bound(study: Study) -> int:
+    """At least as many as the study's usable final labels (annotate.labels), from two index counts."""
+    if study.label_rule == LabelRule.SINGLE_CODER:
+        return Coding.objects.filter(episode__study=study, coder_id=study.label_coder_id).count()
+    agreed_or_not = Episode.objects.filter(study=study, n_codings__gte=study.coders_per_episode).count()
+    return agreed_or_not + Adjudication.objects.filter(episode__study=study).count()
+
+
 def local_model_refresh(*, study: Study, job: Job | None = None):
     """Retrain when the study has enough labels and the current model is missing, stale or for another codebook.
 
     Stale means at least 10% (and 5) more confirmed labels than it was trained on.
     Returns the trained model in use, or None for the codebook prior alone.
     """
-    examples = training_examples(study)
     current = local_model_current(study)
     spec = codebook_spec(study.codebook)
+    if current is not None and current.fingerprint == spec.fingerprint:
+        # Building the examples reads every episode's text; a count bounds them from above first,
+        # so a small batch (an incident's one suggestion) does not pay for that when nothing changed.
+        if labels_upper_bound(study) - current.n_train < max(5, current.n_train // 10):
+            return current
+    elif labels_upper_bound(study) < settings.FAULTLINE_LOCAL_MIN_LABELS:
+        return None
+    examples = training_examples(study)
     if len(examples) < settings.FAULTLINE_LOCAL_MIN_LABELS:
         return current if current is not None and current.fingerprint == spec.fingerprint else None
     grown = current is not None and len(examples) - current.n_train >= max(5, current.n_train // 10)

@@ -140,7 +140,7 @@ def test_taking_a_new_episode_drops_the_coders_other_lease(study, bob, make_epis
 def test_the_window_falls_back_to_a_full_scan(study, bob, alice, make_episode, values, monkeypatch):
     import annotate.services.queue as queue
 
-    monkeypatch.setattr(queue, "WINDOW", 2)
+    monkeypatch.setattr(queue, "WINDOWS", (1, 2))
     study.queue_order = "import"
     study.save()
     episodes = [make_episode(study) for _ in range(5)]
@@ -149,6 +149,34 @@ def test_the_window_falls_back_to_a_full_scan(study, bob, alice, make_episode, v
     # Bob's four codings fill the heads of the 1-coding slice; the one free episode lies past the window.
     assert episode_next(study=study, coder=bob) == episodes[4]
     assert episode_next(study=study, coder=alice) == episodes[0]
+
+
+def test_the_small_window_widens_before_a_full_scan(
+    study, bob, make_episode, values, monkeypatch, django_assert_max_num_queries
+):
+    import annotate.services.queue as queue
+
+    monkeypatch.setattr(queue, "WINDOWS", (2, 4))
+    scans = []
+    monkeypatch.setattr(queue, "_scan", lambda *a: scans.append(a) or [])
+    study.queue_order = "import"
+    study.save()
+    episodes = [make_episode(study) for _ in range(4)]
+    for ep in episodes[:3]:
+        coding_save(episode=ep, coder=bob, values=values, version=None)
+    # Bob's codings fill the 2-wide heads; the 4-wide window finds the free episode without a scan.
+    assert episode_next(study=study, coder=bob) == episodes[3] and scans == []
+
+
+def test_renewing_a_held_lease_takes_no_row_lock(study, bob, make_episode, django_assert_num_queries):
+    ep = make_episode(study)
+    assert episode_next(study=study, coder=bob) == ep
+    before = Lease.objects.get().expires_at
+    with django_assert_num_queries(3) as queries:  # the UPDATE, in a savepoint
+        assert lease_claim(episode=ep, coder=bob)
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert sum(s.startswith("UPDATE") for s in sql) == 1 and not any("FOR UPDATE" in s for s in sql)
+    assert Lease.objects.get().expires_at >= before
 
 
 def test_a_first_coding_needs_a_place(study, bob, alice, coders, make_episode, values):

@@ -142,6 +142,48 @@ def test_it_trains_on_final_labels_once_there_are_enough_and_scores_labelled_epi
     assert Suggestion.objects.get(episode=new, model=result["model"]).failure_type is not None
 
 
+def test_a_refresh_with_few_new_labels_keeps_the_model_without_reading_the_study(
+    study, make_episode, bob, codes, settings, django_assert_max_num_queries
+):
+    from annotate.services.suggestions import labels_upper_bound, local_model_refresh, training_examples
+
+    settings.FAULTLINE_LOCAL_MIN_LABELS = 12
+    _label(study, make_episode, bob, codes, 12)
+    first = local_model_refresh(study=study)
+    assert LocalModel.objects.count() == 1 and first.fingerprint
+    _label(study, make_episode, bob, codes, 4)  # fewer than max(5, 10%) new labels
+    assert labels_upper_bound(study) >= len(training_examples(study)) == 16
+    # The current model, its codebook fingerprint and two counts: not the study's texts.
+    with django_assert_max_num_queries(8) as queries:
+        assert local_model_refresh(study=study) is first
+    read = " ".join(q["sql"] for q in queries.captured_queries)
+    assert '"annotate_document"' not in read and '"annotate_coding"."memo"' not in read
+    assert LocalModel.objects.count() == 1
+    _label(study, make_episode, bob, codes, 1)  # now 5 new: stale
+    local_model_refresh(study=study)
+    assert LocalModel.objects.order_by("-pk").first().n_train == 17
+
+
+def test_the_label_bound_counts_disagreements_and_adjudications_so_it_never_undercounts(
+    study, make_episode, alice, bob, codes
+):
+    from annotate.services.suggestions import labels_upper_bound, training_examples
+
+    def values(failure_type):
+        return CodingValues(
+            failure_type=codes.type(failure_type), source=codes.source("agent_design"),
+            stage=codes.stage("iterative_execution"), capability=codes.capability("actuation"),
+        )  # fmt: skip
+
+    assert study.coders_per_episode == 2
+    agreed, split = make_episode(study), make_episode(study)
+    for coder in (alice, bob):
+        coding_save(episode=agreed, coder=coder, values=values("TUS-03"), version=None)
+    coding_save(episode=split, coder=alice, values=values("TUS-03"), version=None)
+    coding_save(episode=split, coder=bob, values=values("TUS-01"), version=None)
+    assert len(training_examples(study)) == 1 and labels_upper_bound(study) == 2
+
+
 def test_it_retrains_as_a_job_and_refuses_below_the_minimum(study, make_episode, bob, codes, settings):
     settings.FAULTLINE_LOCAL_MIN_LABELS = 8
     _label(study, make_episode, bob, codes, 5)
