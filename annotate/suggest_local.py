@@ -15,6 +15,7 @@ measured against the labels is never in-sample.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import io
 import re
@@ -183,6 +184,7 @@ class TrainedModel:
     train_types: list[str]
     train_vectors: sp.csr_matrix = field(repr=False)  # codebook-space vectors, for nearest labelled episodes
     model_id: int | None = None
+    trained_at: datetime.datetime | None = None
 
 
 def _features(vectorizer: TfidfVectorizer, texts: list[str], cb: sp.csr_matrix) -> sp.csr_matrix:

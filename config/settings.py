@@ -228,6 +228,8 @@ FAULTLINE_LLM_CONCURRENCY = envint("FAULTLINE_LLM_CONCURRENCY", 4)
 FAULTLINE_LLM_PRICE_INPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_INPUT_PER_M", 0.0)
 FAULTLINE_LLM_PRICE_OUTPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_OUTPUT_PER_M", 0.0)
 FAULTLINE_LOCAL_MIN_LABELS = envint("FAULTLINE_LOCAL_MIN_LABELS", 30)
+# A batch retrains the local model automatically at most this often (Retrain on the Suggestions page any time).
+FAULTLINE_LOCAL_RETRAIN_EVERY_S = envint("FAULTLINE_LOCAL_RETRAIN_EVERY_S", 300)
 
 # The live GitHub importer (annotate/github.py).
 GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "")

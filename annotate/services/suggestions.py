@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
 
 from taxonomy.models import AxisValue, FailureType
 
@@ -91,19 +92,22 @@ def local_retrain_start(*, study: Study, user) -> Job:
 
 
 @lru_cache(maxsize=8)
-def _load_local_model(pk: int):
+def _load_local_model(pk: int, trained_at):
+    """Unpickle a stored model. The cache key has its training time too: SQLite can hand a rolled-back
+    row's id out again, and a model cached inside a failed job must not stand in for the new one."""
     from ..suggest_local import model_loads
 
     blob = LocalModel.objects.values_list("blob", flat=True).get(pk=pk)
     model = model_loads(blob)
     model.model_id = pk
+    model.trained_at = trained_at
     return model
 
 
 def local_model_current(study: Study):
     """The study's newest trained local model (unpickled, cached per process), or None."""
-    pk = LocalModel.objects.filter(study=study).values_list("pk", flat=True).first()
-    return _load_local_model(pk) if pk else None
+    row = LocalModel.objects.filter(study=study).values_list("pk", "trained_at").first()
+    return _load_local_model(*row) if row else None
 
 
 def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = None):
@@ -405,8 +409,10 @@ def local_model_refresh(*, study: Study, job: Job | None = None):
     current = local_model_current(study)
     spec = codebook_spec(study.codebook)
     if current is not None and current.fingerprint == spec.fingerprint:
-        # Building the examples reads every episode's text; a count bounds them from above first,
-        # so a small batch (an incident's one suggestion) does not pay for that when nothing changed.
+        # Retraining reads every episode's text and refits: not for every incident's one suggestion
+        # while coders are busy. The model must be old enough, and a count must bound enough new labels.
+        if (timezone.now() - current.trained_at).total_seconds() < settings.FAULTLINE_LOCAL_RETRAIN_EVERY_S:
+            return current
         if labels_upper_bound(study) - current.n_train < max(5, current.n_train // 10):
             return current
     elif labels_upper_bound(study) < settings.FAULTLINE_LOCAL_MIN_LABELS:
@@ -417,7 +423,7 @@ def local_model_refresh(*, study: Study, job: Job | None = None):
     grown = current is not None and len(examples) - current.n_train >= max(5, current.n_train // 10)
     if current is None or grown or current.fingerprint != spec.fingerprint:
         row = local_model_train(study=study, job=job, examples=examples)
-        current = _load_local_model(row.pk)
+        current = _load_local_model(row.pk, row.trained_at)
     return current
 
 

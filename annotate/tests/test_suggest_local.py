@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.utils import timezone
 
 from annotate.jobs import job_run
 from annotate.models import Document, Job, JobStatus, LocalModel, Suggestion, SuggestionStatus
@@ -148,6 +149,7 @@ def test_a_refresh_with_few_new_labels_keeps_the_model_without_reading_the_study
     from annotate.services.suggestions import labels_upper_bound, local_model_refresh, training_examples
 
     settings.FAULTLINE_LOCAL_MIN_LABELS = 12
+    settings.FAULTLINE_LOCAL_RETRAIN_EVERY_S = 0
     _label(study, make_episode, bob, codes, 12)
     first = local_model_refresh(study=study)
     assert LocalModel.objects.count() == 1 and first.fingerprint
@@ -162,6 +164,21 @@ def test_a_refresh_with_few_new_labels_keeps_the_model_without_reading_the_study
     _label(study, make_episode, bob, codes, 1)  # now 5 new: stale
     local_model_refresh(study=study)
     assert LocalModel.objects.order_by("-pk").first().n_train == 17
+
+
+def test_a_batch_retrains_at_most_once_per_interval(study, make_episode, bob, codes, settings):
+    from datetime import timedelta
+
+    from annotate.services.suggestions import local_model_refresh
+
+    settings.FAULTLINE_LOCAL_MIN_LABELS = 10
+    settings.FAULTLINE_LOCAL_RETRAIN_EVERY_S = 300
+    _label(study, make_episode, bob, codes, 10)
+    first = local_model_refresh(study=study)  # no model yet: trains at once
+    _label(study, make_episode, bob, codes, 10)  # doubled, but the model is a second old
+    assert local_model_refresh(study=study) is first and LocalModel.objects.count() == 1
+    LocalModel.objects.update(trained_at=timezone.now() - timedelta(seconds=301))
+    assert local_model_refresh(study=study).n_train == 20 and LocalModel.objects.count() == 2
 
 
 def test_the_label_bound_counts_disagreements_and_adjudications_so_it_never_undercounts(
