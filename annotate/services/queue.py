@@ -33,7 +33,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
-from .studies import CodingValues, coding_save
+from .studies import CodingValues, coding_write
 
 # How many episodes at the head of each queue slice one request examines (a small
 # window first, which is almost always enough, then a wider one), and how many of
@@ -233,7 +233,6 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode
     return episode
 
 
-@transaction.atomic
 def lease_claim(*, episode: Episode, coder) -> bool:
     """Take (or renew) `coder`'s lease on this one episode if it has room; True if they hold it.
 
@@ -241,11 +240,16 @@ def lease_claim(*, episode: Episode, coder) -> bool:
     A coder who already coded the episode needs no lease to edit their coding.
     """
     now = timezone.now()
-    # Arriving from "next", the coder already holds a live lease here: renewing it needs no lock,
-    # because a live lease is already counted in the episode's k places.
+    # Arriving from "next", the coder already holds a live lease here: renewing it is one
+    # statement and needs no lock, because a live lease is already counted in the k places.
     mine = Lease.objects.filter(episode=episode, coder=coder, expires_at__gt=now)
     if episode.status != EpisodeStatus.ADJUDICATED and mine.update(expires_at=lease_expiry()):
         return True
+    return _lease_claim_locked(episode, coder, now)
+
+
+@transaction.atomic
+def _lease_claim_locked(episode: Episode, coder, now) -> bool:
     locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
     if locked.status == EpisodeStatus.ADJUDICATED:
         return False
@@ -269,21 +273,33 @@ def coding_submit(
     values: CodingValues,
     version: int | None,
     from_suggestion: Suggestion | None = None,
+    has_coding: bool | None = None,
 ) -> Coding:
     """Save a coder's coding from the coding page, keeping the episode within k coders.
 
     A first coding needs the coder's live lease or a free place (checked under
     the episode's row lock, so concurrent first codings cannot exceed k);
     editing an existing coding is always allowed. The lease ends with the save.
+    `has_coding` is what the caller already read (a coding created since then ends as
+    CodingConflict, through the unique constraint); None looks it up.
     Raises EpisodeFull, CodingConflict or ValidationError and then writes nothing.
     """
-    if not Coding.objects.filter(episode=episode, coder=coder).exists():
+    if has_coding is None:
+        has_coding = Coding.objects.filter(episode=episode, coder=coder).exists()
+    if not has_coding:
         now = timezone.now()
         locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
         mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).exists()
         if locked.status == EpisodeStatus.ADJUDICATED or (not mine and not _has_room(locked, coder, now)):
-            raise EpisodeFull(locked)
+            if Coding.objects.filter(episode=episode, coder=coder).exists():
+                # Saved meanwhile (a second submit of the same form): the version check decides.
+                has_coding = True
+            else:
+                raise EpisodeFull(locked)
         episode.n_codings = locked.n_codings
-    coding = coding_save(episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion)
+    coding = coding_write(
+        episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion,
+        locked=not has_coding,
+    )  # fmt: skip
     Lease.objects.filter(episode=episode, coder=coder).delete()
     return coding

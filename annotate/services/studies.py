@@ -9,7 +9,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db.models import Case, Count, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import GreaterThanOrEqual
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
@@ -116,13 +118,26 @@ def coding_values_validate(*, values: CodingValues, codebook_id: int) -> None:
         raise ValidationError(errors)
 
 
-def _refresh_episode_counts(episode_id: int, k: int) -> None:
-    episode = Episode.objects.select_for_update().get(pk=episode_id)
-    n = Coding.objects.filter(episode_id=episode_id).count()
-    if episode.status == EpisodeStatus.ADJUDICATED:
-        status = EpisodeStatus.ADJUDICATED
-    else:
-        status = EpisodeStatus.CODED if n >= k else EpisodeStatus.OPEN
+def _refresh_episode_counts(episode_id: int, k: int, *, locked: bool = False) -> None:
+    """Store the episode's number of codings and its open/coded status.
+
+    The count runs in a statement after the episode's row lock is held (taken
+    here unless the caller holds it), so it sees every coding committed before.
+    """
+    if not locked:
+        Episode.objects.select_for_update().filter(pk=episode_id).values_list("pk").first()
+    n = Coalesce(
+        Subquery(
+            Coding.objects.filter(episode_id=OuterRef("pk")).order_by().values("episode_id").annotate(n=Count("pk"))
+            .values("n")
+        ),
+        Value(0),
+    )  # fmt: skip
+    status = Case(
+        When(status=EpisodeStatus.ADJUDICATED, then=Value(EpisodeStatus.ADJUDICATED)),
+        When(GreaterThanOrEqual(n, Value(k)), then=Value(EpisodeStatus.CODED)),
+        default=Value(EpisodeStatus.OPEN),
+    )
     Episode.objects.filter(pk=episode_id).update(n_codings=n, status=status)
 
 
@@ -158,6 +173,13 @@ def coding_save(
     `version` is the version the form was built on (None or 0 for a new coding).
     A mismatch raises CodingConflict and writes nothing. History records the change.
     """
+    return coding_write(episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion)
+
+
+def coding_write(
+    *, episode: Episode, coder, values: CodingValues, version: int | None, from_suggestion=None, locked: bool = False
+) -> Coding:
+    """coding_save's work, for callers already inside a transaction (`locked`: they hold the episode's row lock)."""
     study = episode.study
     coding_values_validate(values=values, codebook_id=study.codebook_id)
     if values.not_a_failure:
@@ -186,7 +208,7 @@ def coding_save(
         except IntegrityError as exc:
             # Another request created this coder's coding first.
             raise CodingConflict(Coding.objects.filter(episode=episode, coder=coder).first()) from exc
-        _refresh_episode_counts(episode.pk, study.coders_per_episode)
+        _refresh_episode_counts(episode.pk, study.coders_per_episode, locked=locked)
         return coding
     if version != current.version:
         raise CodingConflict(current)

@@ -172,7 +172,7 @@ def test_renewing_a_held_lease_takes_no_row_lock(study, bob, make_episode, djang
     ep = make_episode(study)
     assert episode_next(study=study, coder=bob) == ep
     before = Lease.objects.get().expires_at
-    with django_assert_num_queries(3) as queries:  # the UPDATE, in a savepoint
+    with django_assert_num_queries(1) as queries:
         assert lease_claim(episode=ep, coder=bob)
     sql = [q["sql"] for q in queries.captured_queries]
     assert sum(s.startswith("UPDATE") for s in sql) == 1 and not any("FOR UPDATE" in s for s in sql)
@@ -190,6 +190,19 @@ def test_a_first_coding_needs_a_place(study, bob, alice, coders, make_episode, v
     assert not Lease.objects.filter(coder=bob).exists()  # the save ends the lease
     ep.refresh_from_db()
     assert ep.n_codings == 1
+
+
+def test_a_second_submit_of_a_first_coding_is_a_conflict_not_a_full_episode(study, bob, alice, make_episode, values):
+    from annotate.services.studies import CodingConflict
+
+    ep = make_episode(study)
+    lease_claim(episode=ep, coder=bob)
+    coding_submit(episode=ep, coder=bob, values=values, version=None, has_coding=False)
+    lease_claim(episode=ep, coder=alice)  # bob's coding and alice's lease fill k = 2
+    # The page was read before the first save landed, so it still says "no coding yet".
+    with pytest.raises(CodingConflict):
+        coding_submit(episode=ep, coder=bob, values=values, version=None, has_coding=False)
+    assert Coding.objects.filter(episode=ep).count() == 1
 
 
 def test_editing_an_existing_coding_needs_no_place(study, bob, alice, coders, make_episode, values):

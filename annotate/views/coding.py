@@ -113,6 +113,7 @@ def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
             coding = coding_submit(
                 episode=episode, coder=request.user, values=form.values(),
                 version=form.cleaned_data["version"] or None, from_suggestion=form.cleaned_data["from_suggestion"],
+                has_coding=mine is not None,
             )  # fmt: skip
         except CodingConflict as exc:
             values["version"] = exc.current.version if exc.current else ""
