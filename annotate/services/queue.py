@@ -98,29 +98,36 @@ def _lockable(qs: QuerySet[Episode]) -> QuerySet[Episode]:
 def _window(study: Study, coder, now, skipped: set[int], size: int) -> list[int]:
     """Ids the coder may take at the head of each (split, n_codings) slice of the queue, best first.
 
-    k x splits small index-range queries fetch the heads; two more find the coder's own
-    codings and the other coders' live leases among them. The eligibility test runs here
-    in Python on a few hundred rows; the claim re-checks it under the row lock.
+    k x splits small index-range queries fetch the heads (one UNION ALL where the database
+    allows LIMIT inside it); one more finds the coder's own codings and the other coders'
+    live leases among them. The eligibility test runs here in Python on a few hundred rows;
+    the claim re-checks it under the row lock.
     """
     order = _order_field(study)
-    rows: list[tuple[int, int, int]] = []
-    for n in range(study.coders_per_episode):
-        for split in study.splits_in_queue:
-            head = (
-                Episode.objects.filter(study=study, split=split, n_codings=n)
-                .exclude(status=EpisodeStatus.ADJUDICATED)
-                .order_by(order)
-            )
-            rows.extend(head.values_list("pk", "n_codings", order)[:size])
+    heads = [
+        Episode.objects.filter(study=study, split=split, n_codings=n)
+        .exclude(status=EpisodeStatus.ADJUDICATED)
+        .order_by(order)
+        .values_list("pk", "n_codings", order)[:size]
+        for n in range(study.coders_per_episode)
+        for split in study.splits_in_queue
+    ]
+    if len(heads) > 1 and connection.features.supports_slicing_ordering_in_compound:
+        rows: list[tuple[int, int, int]] = list(heads[0].union(*heads[1:], all=True))
+    else:
+        rows = [row for head in heads for row in head]
     if not rows:
         return []
     ids = [pk for pk, _, _ in rows]
-    mine = set(Coding.objects.filter(coder=coder, episode_id__in=ids).values_list("episode_id", flat=True))
-    leased = Counter(
+    coded = Coding.objects.filter(coder=coder, episode_id__in=ids).values_list("episode_id", Value(0))
+    others = (
         Lease.objects.filter(episode_id__in=ids, expires_at__gt=now)
         .exclude(coder=coder)
-        .values_list("episode_id", flat=True)
+        .values_list("episode_id", Value(1))
     )
+    marks = list(coded.union(others, all=True))
+    mine = {pk for pk, kind in marks if kind == 0}
+    leased = Counter(pk for pk, kind in marks if kind == 1)
     k = study.coders_per_episode
     eligible = [r for r in rows if r[0] not in mine and r[0] not in skipped and r[1] + leased[r[0]] < k]
     eligible.sort(key=lambda r: (-r[1], r[2]))
@@ -198,7 +205,6 @@ def _scan(candidates: QuerySet[Episode], study: Study) -> list[int]:
     return list(candidates.order_by("-n_codings", order).values_list("pk", flat=True)[:CLAIM_ATTEMPTS])
 
 
-@transaction.atomic
 def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode | None:
     """Claim the next episode for `coder` and return it, or None when nothing is left for them.
 
@@ -206,6 +212,10 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode
     so reloading "next" never hands out a second episode. `skipped` are episode
     ids the coder skipped recently: they are served again only once nothing
     else is left.
+
+    It runs in autocommit, not in one transaction: each claim is its own short
+    transaction (holding the episode's row lock), and everything before a claim
+    only proposes candidates that the claim checks again.
     """
     now = timezone.now()
     held = (

@@ -235,12 +235,13 @@ def test_next_costs_the_same_queries_whatever_the_study_size(
     Episode.objects.bulk_create(Episode(document=d, study=study, queue_key=(i * 7919) % n) for i, d in enumerate(docs))
     for ep in Episode.objects.all()[: n // 5]:
         coding_save(episode=ep, coder=alice, values=values, version=None)
-    # savepoint, resume check, k window heads, own codings and others' leases among them, then the
-    # claim in its own savepoint: lock, re-count, the coder's old leases (none to drop here), insert;
-    # and the two releases
-    with django_assert_num_queries(13):
+    # resume check, the k window heads (one UNION ALL where the database allows it), own codings and
+    # others' leases among them (one UNION ALL), then the claim in its own savepoint: lock, re-count,
+    # the coder's old leases (none to drop here), insert, release
+    heads = 1 if connection.features.supports_slicing_ordering_in_compound else study.coders_per_episode
+    with django_assert_num_queries(8 + heads):
         assert episode_next(study=study, coder=bob) is not None
-    with django_assert_num_queries(4):  # the held lease comes back
+    with django_assert_num_queries(2):  # the held lease comes back (find it, renew it)
         assert episode_next(study=study, coder=bob) is not None
 
 
