@@ -216,8 +216,10 @@ def export_loop(base: str, token: str, deadline: float, max_loops: int, rec: Rec
                 return
             t = time.perf_counter()
             try:
+                # Count rows in the raw bytes: splitting megabytes into str lines would make this
+                # client, on the same two cores, the heaviest process of the run.
                 with client.stream("GET", f"/api/v1/studies/{SLUG}/export/?format=jsonl") as response:
-                    rows = sum(1 for line in response.iter_lines() if line.strip())
+                    rows = sum(chunk.count(b"\n") for chunk in response.iter_raw(1 << 16))
                 rec.time("export", t)
                 if response.status_code != 200 or rows == 0:
                     rec.error(f"export {response.status_code} rows={rows}")

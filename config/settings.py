@@ -122,6 +122,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Server-side parameter binding: psycopg sends parameters apart from the SQL instead of quoting
+    # them into it in Python, and prepares statements a connection repeats. Turn it off behind a
+    # transaction-mode pooler (PgBouncer), which cannot keep prepared statements.
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = envbool("DB_SERVER_SIDE_BINDING", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

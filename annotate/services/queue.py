@@ -145,12 +145,16 @@ def _lease_take(episode: Episode, coder) -> Lease:
 
     The caller holds the episode's row lock, so replacing the coder's lease cannot race.
     """
-    # The coder's leases are few: find them by the coder index and filter in Python. A join on the
-    # study lets SQLite's planner walk the study's episodes instead, which grows with the study.
-    mine = Lease.objects.filter(coder=coder).values_list("pk", "episode__study_id")
-    stale = [pk for pk, study_id in mine if study_id == episode.study_id]
-    if stale:
-        Lease.objects.filter(pk__in=stale).delete()
+    mine = Lease.objects.filter(coder=coder)
+    if connection.vendor == "postgresql":
+        # One DELETE, planned from the coder's index.
+        mine.filter(episode__study_id=episode.study_id).delete()
+    else:
+        # The coder's leases are few: find them by the coder index and filter in Python. A join on the
+        # study lets SQLite's planner walk the study's episodes instead, which grows with the study.
+        stale = [pk for pk, study_id in mine.values_list("pk", "episode__study_id") if study_id == episode.study_id]
+        if stale:
+            Lease.objects.filter(pk__in=stale).delete()
     return Lease.objects.create(episode=episode, coder=coder, expires_at=lease_expiry())
 
 

@@ -195,6 +195,13 @@ def coding_write(
     if from_suggestion is not None:
         _suggestion_mark_used(suggestion=from_suggestion, episode=episode, values=values, user=coder)
     current = Coding.objects.select_for_update().filter(episode=episode, coder=coder).first()
+    if current is None and not locked:
+        # Every first coding is written under the episode's row lock, so two first codings of one
+        # coder cannot race to the unique constraint: take the lock, then look again (a statement
+        # after the lock sees every coding committed before it).
+        Episode.objects.select_for_update().filter(pk=episode.pk).values_list("pk").first()
+        locked = True
+        current = Coding.objects.select_for_update().filter(episode=episode, coder=coder).first()
     if current is None:
         if version:
             raise CodingConflict(None)
@@ -203,12 +210,10 @@ def coding_write(
             setattr(coding, name, getattr(values, name))
         coding._history_user = coder
         try:
-            with transaction.atomic():
-                coding.save()
-        except IntegrityError as exc:
-            # Another request created this coder's coding first.
-            raise CodingConflict(Coding.objects.filter(episode=episode, coder=coder).first()) from exc
-        _refresh_episode_counts(episode.pk, study.coders_per_episode, locked=locked)
+            coding.save()
+        except IntegrityError as exc:  # a writer that skipped the lock; the transaction is lost, not the data
+            raise CodingConflict(None) from exc
+        _refresh_episode_counts(episode.pk, study.coders_per_episode, locked=True)
         return coding
     if version != current.version:
         raise CodingConflict(current)

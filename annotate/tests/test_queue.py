@@ -308,3 +308,28 @@ def test_concurrent_coders_never_push_an_episode_past_k(
     assert per_episode == {e.pk: 2 for e in episodes}  # every episode complete, none beyond k
     assert set(Episode.objects.values_list("n_codings", flat=True)) == {2}
     assert not Lease.objects.exists()
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_first_codings_of_one_coder_give_one_coding_and_conflicts(
+    require_postgres, study, bob, make_episode, values
+):
+    from annotate.services.studies import CodingConflict
+
+    ep = make_episode(study)
+    outcomes = []
+
+    def first_coding(memo):
+        try:
+            coding_save(episode=ep, coder=bob, values=CodingValues(**{**values.__dict__, "memo": memo}), version=None)
+            outcomes.append("saved")
+        except CodingConflict:
+            outcomes.append("conflict")
+
+    # Two tabs and an API client at once: the episode's row lock orders them, the first one wins.
+    _run_threads(first_coding, [(f"tab {i}",) for i in range(3)])
+    assert sorted(outcomes) == ["conflict", "conflict", "saved"]
+    assert Coding.objects.filter(episode=ep).count() == 1
+    ep.refresh_from_db()
+    assert ep.n_codings == 1
