@@ -303,7 +303,9 @@ def coding_submit(
     if not has_coding:
         now = timezone.now()
         locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
-        mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).exists()
+        # (episode, coder) is unique, so deleting the coder's live lease both tells whether they held
+        # it and ends it, as the save does (a failed save rolls the delete back with everything else).
+        mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).delete()[0] > 0
         if locked.status == EpisodeStatus.ADJUDICATED or (not mine and not _has_room(locked, coder, now)):
             if Coding.objects.filter(episode=episode, coder=coder).exists():
                 # Saved meanwhile (a second submit of the same form): the version check decides.
@@ -315,5 +317,6 @@ def coding_submit(
         episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion,
         locked=not has_coding,
     )  # fmt: skip
-    Lease.objects.filter(episode=episode, coder=coder).delete()
+    if has_coding or not mine:
+        Lease.objects.filter(episode=episode, coder=coder).delete()  # an expired or stray lease
     return coding

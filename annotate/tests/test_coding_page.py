@@ -278,9 +278,9 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
     # (one update, no row lock); alice's coding stays hidden, so no query for it
     with django_assert_num_queries(6):
         assert client.get(url(ep)).status_code == 200
-    # session, user, membership, episode, own coding; lock the episode, the coder's lease, the coding
-    # (for its version), insert coding + history, count and update the episode, drop the lease
-    with django_assert_num_queries(14):
+    # session, user, membership, episode, own coding; lock the episode, end the coder's lease, the
+    # coding (for its version), insert coding + history, count and update the episode
+    with django_assert_num_queries(13):
         assert client.post(url(ep), post_data(action="next")).status_code == 302
     # session, user, membership, episode, own coding, all codings (visible now; no lease needed to edit)
     with django_assert_num_queries(6):
