@@ -17,6 +17,7 @@ the bench creates and drops its own database) and Redis (CELERY_BROKER_URL).
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -29,8 +30,9 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlencode, urlparse
 
 import httpx
 
@@ -155,57 +157,90 @@ def start_processes(port: int, queue: str, env: dict) -> list[subprocess.Popen]:
     raise RuntimeError("gunicorn did not come up; see bench/load_web.log")
 
 
-def login(client: httpx.Client, username: str) -> None:
-    page = client.get("/login/")
-    token = CSRF_RE.search(page.text).group(1)
-    response = client.post("/login/", data={"username": username, "password": PASSWORD,
-                                            "csrfmiddlewaretoken": token})  # fmt: skip
-    if response.status_code != 302:
-        raise RuntimeError(f"login of {username} failed with {response.status_code}")
+class Browser:
+    """A coder's browser: cookies (session, CSRF) and one connection per request, as gunicorn's sync
+    workers close each one. Plain http.client, because 20 of these share two cores with the server
+    and httpx costs several times its CPU per request."""
+
+    def __init__(self, base: str) -> None:
+        parsed = urlparse(base)
+        self.host, self.port = parsed.hostname, parsed.port
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, path: str, data: dict | None = None) -> tuple[int, str, str]:
+        """(status, Location header, body) of one request; redirects are not followed."""
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
+        body = None
+        if data is not None:
+            body = urlencode(data)
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            payload = response.read().decode()
+            for header in response.headers.get_all("Set-Cookie") or []:
+                for name, morsel in SimpleCookie(header).items():
+                    if morsel["max-age"] == "0" or not morsel.value:
+                        self.cookies.pop(name, None)
+                    else:
+                        self.cookies[name] = morsel.value
+            return response.status, response.headers.get("Location", ""), payload
+        finally:
+            conn.close()
+
+
+def login(browser: Browser, username: str) -> None:
+    _, _, page = browser.request("GET", "/login/")
+    token = CSRF_RE.search(page).group(1)
+    status, _, _ = browser.request("POST", "/login/", {"username": username, "password": PASSWORD,
+                                                       "csrfmiddlewaretoken": token})  # fmt: skip
+    if status != 302:
+        raise RuntimeError(f"login of {username} failed with {status}")
 
 
 def coder_loop(base: str, username: str, deadline: float, max_loops: int, rec: Recorder, codes: dict) -> None:
-    with httpx.Client(base_url=base, timeout=30, follow_redirects=False) as client:
-        try:
-            login(client, username)
-        except Exception as exc:
-            rec.error(f"login {username}: {exc}")
+    browser = Browser(base)
+    try:
+        login(browser, username)
+    except Exception as exc:
+        rec.error(f"login {username}: {exc}")
+        return
+    for i in range(max_loops):
+        if time.monotonic() > deadline:
             return
-        for i in range(max_loops):
-            if time.monotonic() > deadline:
-                return
-            try:
-                t = time.perf_counter()
-                nxt = client.get(f"/studies/{SLUG}/next/")
-                rec.time("next", t)
-                match = EPISODE_RE.search(nxt.headers.get("location", ""))
-                if nxt.status_code != 302 or not match:
-                    if nxt.status_code == 200:
-                        return  # the queue is empty for this coder
-                    rec.error(f"next {nxt.status_code}")
-                    continue
-                episode_id = int(match.group(1))
-                t = time.perf_counter()
-                page = client.get(f"/studies/{SLUG}/episodes/{episode_id}/code/")
-                rec.time("page", t)
-                if page.status_code != 200:
-                    rec.error(f"page {page.status_code}")
-                    continue
-                csrf = CSRF_RE.search(page.text).group(1)
-                version = VERSION_RE.search(page.text)
-                memo = f"{username}:{i}:{uuid.uuid4().hex[:8]}"
-                data = {**codes, "csrfmiddlewaretoken": csrf, "memo": memo, "confidence": "medium",
-                        "version": version.group(1) if version else "", "action": "next"}  # fmt: skip
-                t = time.perf_counter()
-                saved = client.post(f"/studies/{SLUG}/episodes/{episode_id}/code/", data=data)
-                rec.time("save", t)
-                if saved.status_code == 302:
-                    with rec.lock:
-                        rec.saves.append((episode_id, username, memo))
-                else:
-                    rec.error(f"save {saved.status_code}: {saved.text[:200]}")
-            except httpx.HTTPError as exc:
-                rec.error(f"{username}: {type(exc).__name__} {exc}")
+        try:
+            t = time.perf_counter()
+            status, location, _ = browser.request("GET", f"/studies/{SLUG}/next/")
+            rec.time("next", t)
+            match = EPISODE_RE.search(location)
+            if status != 302 or not match:
+                if status == 200:
+                    return  # the queue is empty for this coder
+                rec.error(f"next {status}")
+                continue
+            episode_id = int(match.group(1))
+            t = time.perf_counter()
+            status, _, page = browser.request("GET", f"/studies/{SLUG}/episodes/{episode_id}/code/")
+            rec.time("page", t)
+            if status != 200:
+                rec.error(f"page {status}")
+                continue
+            csrf = CSRF_RE.search(page).group(1)
+            version = VERSION_RE.search(page)
+            memo = f"{username}:{i}:{uuid.uuid4().hex[:8]}"
+            data = {**codes, "csrfmiddlewaretoken": csrf, "memo": memo, "confidence": "medium",
+                    "version": version.group(1) if version else "", "action": "next"}  # fmt: skip
+            t = time.perf_counter()
+            status, _, body = browser.request("POST", f"/studies/{SLUG}/episodes/{episode_id}/code/", data)
+            rec.time("save", t)
+            if status == 302:
+                with rec.lock:
+                    rec.saves.append((episode_id, username, memo))
+            else:
+                rec.error(f"save {status}: {body[:200]}")
+        except (OSError, http.client.HTTPException) as exc:
+            rec.error(f"{username}: {type(exc).__name__} {exc}")
 
 
 def export_loop(base: str, token: str, deadline: float, max_loops: int, rec: Recorder) -> None:
