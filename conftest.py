@@ -32,7 +32,9 @@ def need(available: bool, reason: str) -> None:
 
 
 def is_postgres() -> bool:
-    return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
 
 
 def redis_reachable(url: str | None = None) -> bool:

@@ -123,10 +123,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # PostgreSQL with a health check that skips connections which answered in the last second.
+    DATABASES["default"]["ENGINE"] = "config.pgbackend"
     # Server-side parameter binding: psycopg sends parameters apart from the SQL instead of quoting
     # them into it in Python, and prepares statements a connection repeats. Turn it off behind a
     # transaction-mode pooler (PgBouncer), which cannot keep prepared statements.
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = envbool("DB_SERVER_SIDE_BINDING", True)
+DB_HEALTH_CHECK_INTERVAL_S = envfloat("DB_HEALTH_CHECK_INTERVAL_S", 1.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
