@@ -5,7 +5,8 @@ Each coder logs in through the real form (CSRF and session) and loops
 next episode → coding page → save. Two API clients stream JSONL exports and one
 posts incidents. All traffic goes to 127.0.0.1 and every loop is bounded in
 count and time. At the end every save that a client saw succeed is looked up
-in the database: it must be there exactly once, with the values it was sent.
+in the database: it must be there exactly once, with the values it was sent;
+and the Celery worker must have made the suggestion of every posted incident.
 
     python bench/load_bench.py            # 20 coders, 60 s
     python bench/load_bench.py --quick    # 4 coders, 8 s (the test suite runs this)
@@ -287,6 +288,19 @@ def incident_loop(base: str, token: str, deadline: float, max_loops: int, rec: R
             time.sleep(0.5)
 
 
+def wait_for_jobs(timeout: float) -> dict:
+    """Let the Celery worker finish the incidents' suggestion jobs; their statuses, counted."""
+    from collections import Counter
+
+    from annotate.models import Job, JobStatus
+
+    jobs = Job.objects.filter(study__slug=SLUG)
+    deadline = time.monotonic() + timeout
+    while jobs.filter(status__in=(JobStatus.PENDING, JobStatus.RUNNING)).exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return dict(Counter(jobs.values_list("status", flat=True)))
+
+
 def verify(rec: Recorder, k: int) -> dict:
     from django.db.models import Count
 
@@ -349,6 +363,7 @@ def main() -> None:
         for t in threads:
             t.join(timeout=seconds + 120)
         elapsed = time.monotonic() - started
+        jobs = wait_for_jobs(timeout=60)
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -369,6 +384,13 @@ def main() -> None:
         )
     print(f"requests/s {rps:.1f}; errors {len(rec.errors)}; saves seen {len(rec.saves)}; stored {result['stored']}; "
           f"lost {result['lost']}; duplicated {result['duplicated']}; episodes over k {result['over_k']}")  # fmt: skip
+    from annotate.models import Episode, Suggestion
+
+    incident_episodes = Episode.objects.filter(study__slug=SLUG, document__kind="incident")
+    incidents = incident_episodes.count()
+    suggested = Suggestion.objects.filter(episode__in=incident_episodes).values("episode").distinct().count()
+    print(f"incident suggestions by the Celery worker: {suggested} of {incidents} incidents; "
+          f"jobs {jobs}")  # fmt: skip
     for err in rec.errors[:10]:
         print("  error:", err)
 
@@ -384,6 +406,7 @@ def main() -> None:
         "p95_ms": {name: round(percentile(rec.latency.get(name, []), 95), 1)
                    for name in ("save", "page", "export", "incident")},
         "saves": len(rec.saves), "over_k": result["over_k"],
+        "incidents": incidents, "incidents_suggested": suggested, "jobs_failed": jobs.get("failed", 0),
     }  # fmt: skip
     print(json.dumps(summary))
 

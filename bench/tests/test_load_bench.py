@@ -28,3 +28,5 @@ def test_it_runs_quick_with_no_errors_and_no_lost_or_duplicated_codings(require_
     assert set(last["p95_ms"]) == {"save", "page", "export", "incident"}
     assert last["errors"] == 0 and last["lost"] == 0 and last["duplicated"] == 0 and last["over_k"] == 0, out.stdout
     assert last["saves"] > 0 and last["rps"] > 0
+    # The Celery worker was up: every posted incident got its suggestion, no job failed.
+    assert last["incidents"] > 0 and last["incidents_suggested"] == last["incidents"] and last["jobs_failed"] == 0
