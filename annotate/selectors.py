@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, IntegerField, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from .models import Document, Episode, EpisodeStatus, Membership, Split, Study
+
+
+def count_per_outer_row(rows: QuerySet, key: str) -> Coalesce:
+    """An expression: how many of `rows` (already filtered on OuterRef("pk")) belong to the outer row, 0 if none.
+
+    `key` is the field that refers to the outer row, so the count is grouped by it alone.
+    """
+    counted = rows.order_by().values(key).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
 def memberships_for_user(user) -> QuerySet[Membership]:

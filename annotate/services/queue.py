@@ -28,11 +28,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, IntegerField, OuterRef, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, F, OuterRef, QuerySet, Value
 from django.utils import timezone
 
 from ..models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
+from ..selectors import count_per_outer_row
 from .studies import CodingValues, coding_write
 
 # How many episodes at the head of each queue slice one request examines (a small
@@ -65,17 +65,10 @@ def _order_field(study: Study) -> str:
     return "queue_key" if study.queue_order == QueueOrder.RANDOM else "id"
 
 
-def _others_leases(coder, now) -> Subquery:
+def _others_leases(coder, now):
     """Number of live leases on the outer episode held by coders other than `coder`."""
-    live = (
-        Lease.objects.filter(episode=OuterRef("pk"), expires_at__gt=now)
-        .exclude(coder=coder)
-        .order_by()
-        .values("episode")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(live, output_field=IntegerField()), Value(0))
+    live = Lease.objects.filter(episode=OuterRef("pk"), expires_at__gt=now).exclude(coder=coder)
+    return count_per_outer_row(live, "episode")
 
 
 def _open_for(study: Study, coder, now) -> QuerySet[Episode]:

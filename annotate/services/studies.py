@@ -9,13 +9,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Count, OuterRef, Q, Subquery, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, OuterRef, Q, Value, When
 from django.db.models.lookups import GreaterThanOrEqual
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 from ..models import Coding, Confidence, Episode, EpisodeStatus, Membership, Role, Study
+from ..selectors import count_per_outer_row
 
 User = get_user_model()
 
@@ -126,13 +126,7 @@ def _refresh_episode_counts(episode_id: int, k: int, *, locked: bool = False) ->
     """
     if not locked:
         Episode.objects.select_for_update().filter(pk=episode_id).values_list("pk").first()
-    n = Coalesce(
-        Subquery(
-            Coding.objects.filter(episode_id=OuterRef("pk")).order_by().values("episode_id").annotate(n=Count("pk"))
-            .values("n")
-        ),
-        Value(0),
-    )  # fmt: skip
+    n = count_per_outer_row(Coding.objects.filter(episode_id=OuterRef("pk")), "episode_id")
     status = Case(
         When(status=EpisodeStatus.ADJUDICATED, then=Value(EpisodeStatus.ADJUDICATED)),
         When(GreaterThanOrEqual(n, Value(k)), then=Value(EpisodeStatus.CODED)),

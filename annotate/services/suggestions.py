@@ -400,6 +400,11 @@ def labels_upper_bound(study: Study) -> int:
     return agreed_or_not + Adjudication.objects.filter(episode__study=study).count()
 
 
+def _stale(n_labels: int, n_train: int) -> bool:
+    """A model is stale once the study has at least 10% (and 5) more labels than it was trained on."""
+    return n_labels - n_train >= max(5, n_train // 10)
+
+
 def local_model_refresh(*, study: Study, job: Job | None = None):
     """Retrain when the study has enough labels and the current model is missing, stale or for another codebook.
 
@@ -413,14 +418,14 @@ def local_model_refresh(*, study: Study, job: Job | None = None):
         # while coders are busy. The model must be old enough, and a count must bound enough new labels.
         if (timezone.now() - current.trained_at).total_seconds() < settings.FAULTLINE_LOCAL_RETRAIN_EVERY_S:
             return current
-        if labels_upper_bound(study) - current.n_train < max(5, current.n_train // 10):
+        if not _stale(labels_upper_bound(study), current.n_train):
             return current
     elif labels_upper_bound(study) < settings.FAULTLINE_LOCAL_MIN_LABELS:
         return None
     examples = training_examples(study)
     if len(examples) < settings.FAULTLINE_LOCAL_MIN_LABELS:
         return current if current is not None and current.fingerprint == spec.fingerprint else None
-    grown = current is not None and len(examples) - current.n_train >= max(5, current.n_train // 10)
+    grown = current is not None and _stale(len(examples), current.n_train)
     if current is None or grown or current.fingerprint != spec.fingerprint:
         row = local_model_train(study=study, job=job, examples=examples)
         current = _load_local_model(row.pk, row.trained_at)
