@@ -507,3 +507,29 @@ class LocalSuggester:
             if same:
                 parts.append("Similar labelled episodes: " + ", ".join(f"#{e}" for e in same) + ".")
         return " ".join(parts)
+
+
+# --- measurement adapters (annotate.suggest_eval items in, answers out) ---------------------------
+
+
+def local_predict(spec: CodebookSpec, items) -> list[Answer]:
+    """Cold-start answers for labelled items (the codebook alone)."""
+    return LocalSuggester(spec).suggest_texts([i.text for i in items], None, [i.title for i in items])
+
+
+def local_fit_predict(spec: CodebookSpec, train, test) -> list[Answer]:
+    """Answers for `test` from a model trained on `train` only."""
+    examples = [
+        TrainingExample(
+            episode_id=-1 - n,
+            text=reading(i.title, i.text),
+            failure_type=None if i.failure_type == NAF else i.failure_type,
+            not_a_failure=i.failure_type == NAF,
+            source=i.source,
+            stage=i.stage,
+            capability=i.capability,
+        )
+        for n, i in enumerate(train)
+    ]
+    model = model_train(spec, examples)
+    return LocalSuggester(spec, model).suggest_texts([i.text for i in test], None, [i.title for i in test])
