@@ -29,6 +29,7 @@ HANDLERS: dict[str, str] = {
     "recount": "annotate.services.studies.job_recount",
     "suggest": "annotate.services.suggestions.job_suggest",
     "retrain": "annotate.services.suggestions.job_retrain",
+    "audit": "annotate.services.suggestions.job_audit",
     "import": "annotate.services.imports.job_import",
     "export_parquet": "annotate.services.datasets.job_export_parquet",
     "bootstrap": "annotate.analysis_tasks.job_bootstrap",

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from simple_history.models import HistoricalRecords
@@ -17,6 +18,7 @@ class Role(models.TextChoices):
 class QueueOrder(models.TextChoices):
     RANDOM = "random", "Random (stored seed)"
     IMPORT = "import", "Import order"
+    UNCERTAIN = "uncertain", "Least certain suggestion first (active learning)"
 
 
 class LabelRule(models.TextChoices):
@@ -39,6 +41,13 @@ class Study(models.Model):
     queue_seed = models.BigIntegerField(default=0)
     queue_splits = models.JSONField(default=list, blank=True)  # empty means ["primary"]
     suggestions_after_first_choice = models.BooleanField(default=False)
+    # Randomised exposure: each (episode, coder) is assigned from the stored seed to see
+    # suggestions before choosing a type, or only after a first choice (annotate.exposure).
+    exposure_experiment = models.BooleanField(default=False)
+    # Below this top-1 confidence the coding page shows "no confident suggestion" (folded candidates).
+    suggestion_min_confidence = models.FloatField(
+        default=0.3, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
 
     # Which labels analysis uses.
     label_rule = models.CharField(max_length=20, choices=LabelRule.choices, default=LabelRule.CONSENSUS)
@@ -232,6 +241,8 @@ class Suggestion(models.Model):
     evidence = models.TextField(blank=True)
     # The answer quoted text that is not in the episode: dropped, and flagged.
     evidence_flagged = models.BooleanField(default=False)
+    # Set when the suggester declined (e.g. a language it does not read): no codes, not an error.
+    abstain_reason = models.CharField(max_length=300, blank=True)
     # All validated candidates, best first (up to 3), as codes.
     candidates = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=10, choices=SuggestionStatus.choices, default=SuggestionStatus.PENDING)
@@ -480,3 +491,56 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class ExposureArm(models.TextChoices):
+    BEFORE = "before", "Suggestions shown before the first choice"
+    AFTER = "after", "Suggestions shown only after a first choice"
+
+
+class CodingExposure(models.Model):
+    """The exposure experiment's record of one coder's first save of an episode (annotate.exposure).
+
+    Written once, with that save: the arm the coder was in, when the coding page was
+    opened (from a signed value the page carried, so no GET writes anything), and when
+    the first save happened. Later edits of the coding do not change it.
+    """
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="exposures")
+    coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    arm = models.CharField(max_length=10, choices=ExposureArm.choices)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    saved_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "coder"], name="exposure_episode_coder_unique")]
+
+    def __str__(self) -> str:
+        return f"exposure {self.arm} of {self.episode_id} for {self.coder_id}"
+
+    @property
+    def seconds_to_save(self) -> float | None:
+        return (self.saved_at - self.opened_at).total_seconds() if self.opened_at else None
+
+
+class SuggesterAudit(models.Model):
+    """A recorded result of `audit_suggester` (the audit itself writes nothing; recording is this one row)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="suggester_audits")
+    backend = models.CharField(max_length=10, choices=SuggestionBackend.choices)
+    model = models.CharField(max_length=200)
+    n_labels = models.PositiveIntegerField()
+    # True passed, False failed, None not enough labels for the cross-validated checks.
+    passed = models.BooleanField(null=True)
+    result = models.JSONField(default=dict)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["study", "backend", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"audit of {self.backend} for {self.study_id}"

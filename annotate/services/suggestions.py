@@ -35,6 +35,7 @@ from ..models import (
     LabelRule,
     LocalModel,
     Study,
+    SuggesterAudit,
     Suggestion,
     SuggestionBackend,
     SuggestionStatus,
@@ -430,6 +431,37 @@ def local_model_refresh(*, study: Study, job: Job | None = None):
         row = local_model_train(study=study, job=job, examples=examples)
         current = _load_local_model(row.pk, row.trained_at)
     return current
+
+
+def suggester_audit_record(*, study: Study, report, user=None) -> SuggesterAudit:
+    """Store an audit's result (annotate.suggest_audit.AuditReport) for the Suggestions page: one row, nothing else."""
+    return SuggesterAudit.objects.create(
+        study=study,
+        backend=report.backend,
+        model=report.model,
+        n_labels=report.n_labels,
+        passed=report.passed,
+        result=report.as_dict(),
+        created_by=user,
+    )
+
+
+def suggester_audit_start(*, study: Study, user, backend: str | None = None) -> Job:
+    """Start an "audit" Job: the read-only audit, then its result recorded."""
+    backend = backend or default_backend()
+    _check_backend(backend)
+    return job_start(kind="audit", study=study, user=user, params={"backend": backend})
+
+
+def job_audit(*, job: Job, progress) -> dict[str, Any]:
+    """Job handler: audit the study's suggester and record the result."""
+    from ..suggest_audit import suggester_audit
+
+    progress(0, 1)
+    report = suggester_audit(study=job.study, backend=(job.params or {}).get("backend") or default_backend())
+    row = suggester_audit_record(study=job.study, report=report, user=job.created_by)
+    progress(1, 1)
+    return {"audit": row.pk, "passed": report.passed, "n_labels": report.n_labels}
 
 
 def job_suggest(*, job: Job, progress) -> dict[str, Any]:
