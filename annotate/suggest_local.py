@@ -46,7 +46,7 @@ from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import normalize
 
 from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, reading, text_hash
-from .suggest_text import claim_spans, clean_report, language_covered
+from .suggest_text import claim_spans, clean_report, code_lines, gloss, language_covered
 
 LOCAL_VERSION = "local-4"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
@@ -58,13 +58,13 @@ DECLINED_LANGUAGE = "the text is in a language the local model does not read"
 # "matches nothing" alternative at a fixed similarity keeps weak matches
 # unconfident; and texts with few codebook terms are shrunk towards it, so one
 # shared word ("Thanks, closing this.") is not a confident match.
-PRIOR_TEMPERATURE = 0.015
-NO_MATCH_SIMILARITY = 0.06
+PRIOR_TEMPERATURE = 0.03
+NO_MATCH_SIMILARITY = 0.08
 SHRINK_TERMS = 4
 # How the similarity of a text to a type is made up: the whole reading, the title
 # and the body apart, and character n-grams (centred per text: any two English
 # texts share many n-grams, so only the excess over the text's mean counts).
-W_ALL, W_TITLE, W_BODY, W_CHAR = 0.6, 0.2, 0.2, 0.5
+W_ALL, W_TITLE, W_BODY, W_CHAR, W_CODE = 0.4, 0.4, 0.2, 1.0, 0.0
 MAX_TEXT_CHARS = 20_000
 MAX_EVIDENCE_CHARS = 300
 N_FOLDS = 3
@@ -172,12 +172,14 @@ class Readings:
     X: sp.csr_matrix  # combined, word space
     X_title: sp.csr_matrix
     X_body: sp.csr_matrix
+    X_code: sp.csr_matrix  # fenced code only (logs and tracebacks read the same in any language)
     C: sp.csr_matrix  # combined, character space
     covered: np.ndarray  # bool per text: a language the model reads
 
 
 def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readings:
-    bodies = [clean_report(t[:MAX_TEXT_CHARS]) for t in texts]
+    bodies = [gloss(clean_report(t[:MAX_TEXT_CHARS])) for t in texts]
+    titles = [gloss(t) for t in titles]
     combined = [reading(ti, b) for ti, b in zip(titles, bodies, strict=True)]
     return Readings(
         combined=combined,
@@ -186,6 +188,7 @@ def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readi
         X=normalize(index.vectorizer.transform(combined)).tocsr(),
         X_title=normalize(index.vectorizer.transform(titles)).tocsr(),
         X_body=normalize(index.vectorizer.transform(bodies)).tocsr(),
+        X_code=normalize(index.vectorizer.transform([code_lines(t[:MAX_TEXT_CHARS]) for t in texts])).tocsr(),
         C=normalize(index.char_vectorizer.transform(combined)).tocsr(),
         covered=np.array([language_covered(f"{ti}\n{t[:MAX_TEXT_CHARS]}") for ti, t in zip(titles, texts, strict=True)]),
     )
@@ -207,6 +210,7 @@ def type_similarities(index: CodebookIndex, r: Readings) -> np.ndarray:
     word = W_ALL * _shrunk(r.X, (r.X @ index.types.T).toarray())
     word += W_TITLE * _shrunk(r.X_title, (r.X_title @ index.types.T).toarray())
     word += W_BODY * _shrunk(r.X_body, (r.X_body @ index.types.T).toarray())
+    word += W_CODE * _shrunk(r.X_code, (r.X_code @ index.types.T).toarray())
     char = (r.C @ index.types_char.T).toarray()
     char -= char.mean(axis=1, keepdims=True)
     return word + W_CHAR * _shrunk(r.X, char)
@@ -602,7 +606,7 @@ class LocalSuggester:
                         stage=picks["stage"][i][rank],
                         capability=picks["capability"][i][rank],
                         confidence=round(float(p_type[i, j]), 4),
-                        rationale=self._rationale(i, j, r.X, why, neighbours[i]),
+                        rationale=self._rationale(i, j, r.X, why, neighbours[i], texts[i], titles[i]),
                         evidence=evidence,
                     )
                 )
@@ -638,14 +642,16 @@ class LocalSuggester:
                 best, best_score, best_why = claim, score, why
         return best, best_why
 
-    def _rationale(self, i: int, j: int, X, why: list, neighbour_rows: list[int]) -> str:
+    def _rationale(self, i: int, j: int, X, why: list, neighbour_rows: list[int], text: str, title: str) -> str:
         t = self.spec.types[j]
         parts = []
         if why:
             named = "; ".join(f"“{ind}” ({', '.join(words)})" for ind, words in why[:2])
             parts.append(f"Matched indicator{'s' if len(why) > 1 else ''} of {t.code}: {named}, in the quoted sentence.")
         else:
-            terms = self._shared_terms(i, j, X)
+            # Only terms the coder can find: glossary readings of other languages are not in the text.
+            words = set(_TOKEN.findall(f"{title}\n{text}".lower()))
+            terms = [t for t in self._shared_terms(i, j, X) if set(t.split()) <= words]
             if terms:
                 parts.append(
                     f"No indicator of {t.code} matched; ranked by closeness to its definition "

@@ -87,27 +87,49 @@ def _lines(text: str):
 
 
 def clean_report(text: str) -> str:
-    """The report without template boilerplate; code blocks and tracebacks kept verbatim."""
+    """The report without template boilerplate; code blocks and tracebacks kept verbatim.
+
+    Checklists go whether ticked or not (they are the template's sentences), and so
+    does a section whose only content is one short phrase: a form field's value
+    ("Agent runtime" under "### Feature Area"), not a report.
+    """
     text = _COMMENT.sub(" ", text)
-    out = []
+    sections: list[list[tuple[str, bool]]] = [[]]
     for _, line, code, env in _lines(text):
         if code is None:
             continue
         if code:
             if not env:
-                out.append(line)
+                sections[-1].append((line, True))
             continue
         stripped = line.strip()
-        if not stripped or stripped.strip("_*").lower() == "no response" or _HEADING.match(line) or _UNCHECKED.match(line) or _BOT.match(line):
+        if _HEADING.match(line):
+            sections.append([])
             continue
-        if env or _is_env(line) or _is_label(line):
+        if not stripped or stripped.strip("_*").lower() == "no response" or _BOT.match(line):
             continue
-        out.append(_CHECKED.sub("", line))
+        if _UNCHECKED.match(line) or _CHECKED.match(line) or env or _is_env(line) or _is_label(line):
+            continue
+        sections[-1].append((line, False))
+    out = []
+    for i, section in enumerate(sections):
+        if i and len(section) == 1 and not section[0][1] and _is_field_value(section[0][0]):
+            continue
+        out.extend(line for line, _ in section)
     return "\n".join(out)
 
 
-# A sentence ends at . ! or ? followed by a space or the line's end, so "0.19.1" and "e.g." inside stay whole.
-_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))+(?:[.!?]+(?=\s|$))?")
+def code_lines(text: str) -> str:
+    """Only the fenced code of a text (logs, tracebacks, configs): the part that reads the same in any language."""
+    return "\n".join(line for _, line, code, env in _lines(_COMMENT.sub(" ", text)) if code and not env)
+
+
+def _is_field_value(line: str) -> bool:
+    s = line.strip()
+    return len(_WORD.findall(s)) <= 3 and not re.search(r"[.!?:]$", s)
+
+
+_PARA_SENTENCE = re.compile(r"(?:[^.!?]|[.!?]+(?=[^\s.!?]))+(?:[.!?]+(?=\s|$))?")
 
 
 def _claimish(s: str) -> bool:
@@ -122,30 +144,47 @@ def _claimish(s: str) -> bool:
 
 
 def claim_spans(text: str) -> list[Span]:
-    """Spans of `text` a quote may be: report sentences and log/traceback lines, never boilerplate."""
+    """Spans of `text` a quote may be: report sentences and log/traceback lines, never boilerplate.
+
+    Prose lines wrapped without a blank line between them are one paragraph, so a
+    sentence that runs over a line break is quoted whole, not from its middle.
+    """
     text_nc = _COMMENT.sub(lambda m: " " * len(m.group(0)), text)
     spans: list[Span] = []
+    para: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        if para:
+            start, end = para[0][0], para[-1][0] + len(para[-1][1])
+            _sentences_into(spans, text_nc, start, end)
+            para.clear()
+
     for start, line, code, env in _lines(text_nc):
-        if code is None or env or not line.strip():
-            continue
+        prose = code is False and not env and line.strip()
+        boiler = prose and (_HEADING.match(line) or _CHECKED.match(line) or _UNCHECKED.match(line) or _is_env(line))
+        if not prose or boiler or re.match(r"\s*([-*+>]|\d+[.)])\s", line):
+            flush()
         if code:
             s = line.strip()
-            if len(_WORD.findall(s)) >= 2 and len(s) <= MAX_CLAIM_CHARS:
+            if not env and len(_WORD.findall(s)) >= 2 and len(s) <= MAX_CLAIM_CHARS:
                 lead = len(line) - len(line.lstrip())
                 spans.append(Span(start + lead, start + lead + len(s), True))
             continue
-        if _CHECKED.match(line) or _UNCHECKED.match(line):
-            continue  # checklists are the template's words, not the reporter's
-        body = line
-        offset = start
-        for m in _SENTENCE.finditer(body):
-            raw = m.group(0)
-            s = raw.strip().lstrip("-*> ").strip()
-            if not s or not _claimish(s) or len(s) > MAX_CLAIM_CHARS:
-                continue
-            at = offset + m.start() + raw.index(s)
-            spans.append(Span(at, at + len(s), False))
+        if prose and not boiler:
+            para.append((start, line))
+    flush()
     return spans
+
+
+def _sentences_into(spans: list[Span], text: str, start: int, end: int) -> None:
+    chunk = text[start:end]
+    for m in _PARA_SENTENCE.finditer(chunk):
+        raw = m.group(0)
+        s = raw.strip().lstrip("-*+> ").strip()
+        if not s or not _claimish(s) or len(s) > MAX_CLAIM_CHARS:
+            continue
+        at = start + m.start() + raw.index(s)
+        spans.append(Span(at, at + len(s), False))
 
 
 def is_claim(text: str, quote: str) -> bool:
@@ -204,3 +243,81 @@ def template_wrap(title: str, text: str) -> str:
 
 
 TEMPLATE_ONLY = template_wrap("", "_No response_")
+
+
+# Words of agent-failure reports in Spanish, Portuguese and French, mapped to the English the
+# codebook is written in. Character n-grams catch cognates ("iteraciones", "timeout"); these
+# catch the everyday words that are not cognates ("herramienta" = tool, "bucle" = loop).
+_GLOSSARY_ROWS = """
+tool: herramienta herramientas ferramenta ferramentas outil outils
+tools: herramientas ferramentas outils
+call: llamada llamadas chamada chamadas appel appels llama llamar chamar appelle appeler
+calls: llamadas chamadas appels llama
+same: misma mismo mismas mismos mesma mesmo même mêmes
+again: novamente
+loop: bucle bucles ciclo laço boucle
+repeats: repite repiten repete repetem répète répètent
+repeated: repetida repetido repetidas repetidos répété répétée
+never: nunca jamás jamais
+answer: responde respuesta responder resposta responde réponse répond répondre
+stops: detiene arrête
+stopped: detenido detuvo parou arrêté
+limit: límite limite
+iterations: iteraciones iterações itérations
+steps: pasos passos étapes
+step: paso passo étape
+error: fallo falla erro erreur
+fails: falla falha échoue
+failed: falló falhou échoué
+run: ejecución execução exécution
+task: tarea tarefa tâche
+wait: espera esperar aguarda attend attendre
+retry: reintenta reintentar tenta réessaie réessayer
+retries: reintentos tentativas essais
+lost: pierden perdido perdidos perdidas perdem perdus perdue
+results: resultados résultats
+result: resultado résultat
+search: búsqueda busca recherche
+provider: proveedor provedor fournisseur
+request: solicitud petición requisição requête
+requests: solicitudes peticiones requisições requêtes
+too many: demasiadas demasiados trop
+model: modelo modèle
+output: salida saída sortie
+valid: válido válida valide
+invalid: inválido inválida invalide
+parser: analizador analisador analyseur
+response: respuesta resposta réponse
+user: usuario usuário utilisateur
+customer: cliente client
+memory: memoria memória mémoire
+context: contexto contexte
+window: ventana janela fenêtre
+file: archivo arquivo fichier
+files: archivos arquivos fichiers
+instructions: instrucciones instruções
+instruction: instrucción instrução
+ignores: ignora ignore
+wrong: incorrecto incorrecta errado errada incorrect incorrecte
+missing: falta faltan manque manquant
+empty: vacío vacía vazio vazia vide
+hangs: cuelga trava
+stuck: atascado atascada preso bloqué
+permission: permiso permissão
+denied: denegado negado refusé
+agent: agente agentes
+agents: agentes
+plan: planificador planejador planificateur
+expected: esperado esperada attendu
+"""
+GLOSSARY: dict[str, str] = {
+    word: english
+    for english, words in (row.split(":", 1) for row in _GLOSSARY_ROWS.strip().splitlines())
+    for word in words.split()
+}
+_GLOSS_WORD = re.compile(r"\b\w+\b", re.U)
+
+
+def gloss(text: str) -> str:
+    """The text with the glossary's non-English words followed by their English reading (for scoring only)."""
+    return _GLOSS_WORD.sub(lambda m: f"{m.group(0)} {GLOSSARY[w]}" if (w := m.group(0).lower()) in GLOSSARY else m.group(0), text)
