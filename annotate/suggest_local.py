@@ -480,6 +480,7 @@ class LocalSuggester:
     """Scores texts against a codebook, with a study's trained model when it has one."""
 
     backend = "local"
+    reads_context = True  # takes clusters= and kinds= (a test double subclassing it may not)
 
     def __init__(self, spec: CodebookSpec, trained: TrainedModel | None = None):
         if trained is not None and (

@@ -167,6 +167,7 @@ def _apply_answer(row: Suggestion, answer: Answer, codes: _CodeMap) -> None:
     row.confidence = top.confidence if top is not None else None
     row.rationale = top.rationale if top is not None else "; ".join(answer.notes)
     row.evidence = top.evidence if top is not None else ""
+    row.abstain_reason = answer.abstain_reason if not error else ""
 
 
 def _store(
@@ -218,6 +219,7 @@ def _store(
                     "confidence",
                     "rationale",
                     "evidence",
+                    "abstain_reason",
                     "job",
                 ],
             )
@@ -238,11 +240,14 @@ def episodes_to_suggest(
 
 
 def _answer_chunk(
-    suggester, texts: list[str], titles: list[str], ids: list[int], tick: Callable[[], None]
+    suggester, texts: list[str], titles: list[str], ids: list[int], tick: Callable[[], None], documents=None
 ) -> list[tuple[int, Answer]]:
     """(position, answer) for each text; the LLM reports answers as they arrive, in any order."""
     if suggester.backend == SuggestionBackend.LOCAL:
-        return list(enumerate(suggester.suggest_texts(texts, ids, titles)))
+        context = {}
+        if documents is not None:
+            context = {"clusters": [d.cluster for d in documents], "kinds": [d.kind for d in documents]}
+        return list(enumerate(suggester.suggest_texts(texts, ids, titles, **context)))
     out: list[tuple[int, Answer]] = []
 
     def on_answer(j: int, answer: Answer) -> None:
@@ -309,8 +314,9 @@ def suggestions_make(
         cached = {k for k, s in existing.items() if not s.error}
         todo = [i for i, e in enumerate(chunk) if (e.pk, keys[i]) not in cached]
         pairs = _answer_chunk(
-            suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick
-        )
+            suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick,
+            [chunk[i].document for i in todo] if getattr(suggester, "reads_context", False) else None,
+        )  # fmt: skip
         results = [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs]
         for row in _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job):
             counts["errors" if row.error else "suggested"] += 1
@@ -361,7 +367,10 @@ def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
         out.append(
             TrainingExample(
                 episode_id=episode.pk,
-                text=reading(episode.document.title, episode_text(episode)),
+                text=episode_text(episode),
+                title=episode.document.title,
+                cluster=episode.document.cluster,
+                kind=episode.document.kind,
                 failure_type=type_code.get(label.failure_type_id),
                 not_a_failure=label.not_a_failure,
                 source=axis_code.get(label.source_id),
