@@ -175,3 +175,9 @@ class CodingSettingsForm(forms.Form):
     suggestions_after_first_choice = forms.BooleanField(
         required=False, label="Show suggestions only after the coder's first choice"
     )
+    exposure_experiment = forms.BooleanField(
+        required=False, label="Randomise when each coder sees suggestions (exposure experiment)"
+    )
+    suggestion_min_confidence = forms.FloatField(
+        min_value=0.0, max_value=1.0, label="Confidence below which a suggestion counts as not confident"
+    )

@@ -44,6 +44,11 @@ def exposure_offer(*, study: Study, coder, episode: Episode) -> Offer | None:
     return Offer(arm=arm, token=token)
 
 
+def suggestions_wait_for_choice(study: Study, offer: Offer | None) -> bool:
+    """The one rule for when suggestions wait for the coder's first choice: the study's guard, or the `after` arm."""
+    return study.suggestions_after_first_choice or (offer is not None and offer.guarded)
+
+
 def exposure_token_read(token: str, *, episode_id: int, coder_id: int) -> tuple[str, float] | None:
     """(arm, opened at as a Unix time) from a page's signed value, if it is genuine and for this episode and coder."""
     try:

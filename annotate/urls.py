@@ -53,6 +53,7 @@ urlpatterns = [
     path("studies/<slug:slug>/suggestions/", suggestion_views.suggestion_quality_page, name="suggestion_quality_page"),
     path("studies/<slug:slug>/suggestions/run/", suggestion_views.suggestion_batch, name="suggestion_batch"),
     path("studies/<slug:slug>/suggestions/retrain/", suggestion_views.suggestion_retrain, name="suggestion_retrain"),
+    path("studies/<slug:slug>/suggestions/audit/", suggestion_views.suggestion_audit, name="suggestion_audit"),
     path(
         "studies/<slug:slug>/episodes/<int:pk>/suggestions/",
         suggestion_views.suggestion_panel,

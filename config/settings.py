@@ -235,6 +235,8 @@ FAULTLINE_LLM_BACKOFF_BASE_S = envfloat("FAULTLINE_LLM_BACKOFF_BASE_S", 0.5)
 FAULTLINE_LLM_CONCURRENCY = envint("FAULTLINE_LLM_CONCURRENCY", 4)
 FAULTLINE_LLM_PRICE_INPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_INPUT_PER_M", 0.0)
 FAULTLINE_LLM_PRICE_OUTPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_OUTPUT_PER_M", 0.0)
+# Estimated input tokens per LLM request; few-shot examples are dropped, farthest first, to fit.
+FAULTLINE_LLM_TOKEN_BUDGET = envint("FAULTLINE_LLM_TOKEN_BUDGET", 24_000)
 FAULTLINE_LOCAL_MIN_LABELS = envint("FAULTLINE_LOCAL_MIN_LABELS", 30)
 # A batch retrains the local model automatically at most this often (Retrain on the Suggestions page any time).
 FAULTLINE_LOCAL_RETRAIN_EVERY_S = envint("FAULTLINE_LOCAL_RETRAIN_EVERY_S", 300)

@@ -111,13 +111,37 @@ def local_model_current(study: Study):
     return _load_local_model(*row) if row else None
 
 
+def adjudicated_examples(study: Study, limit: int = 2000) -> list:
+    """The study's adjudicated episodes with their final codes: the LLM's few-shot pool (newest `limit`)."""
+    from ..llm import FewShot
+
+    rows = (
+        Adjudication.objects.filter(episode__study=study, needs_new_type=False)
+        .select_related("episode__document", "failure_type", "source", "stage", "capability")
+        .order_by("-updated_at", "-pk")[:limit]
+    )
+    return [
+        FewShot(
+            key=a.episode_id,
+            title=a.episode.document.title,
+            text=episode_text(a.episode),
+            failure_type=None if a.not_a_failure else a.failure_type.code,
+            source=None if a.not_a_failure else a.source.code,
+            stage=None if a.not_a_failure else a.stage.code,
+            capability=None if a.not_a_failure else a.capability.code,
+        )
+        for a in rows
+        if a.not_a_failure or a.failure_type_id
+    ]
+
+
 def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = None):
     """The configured suggester of `backend` for the study's codebook."""
     spec = spec or codebook_spec(study.codebook)
     if backend == SuggestionBackend.OPENAI:
         from ..llm import LLMSuggester
 
-        return LLMSuggester(spec, study_id=study.pk)
+        return LLMSuggester(spec, study_id=study.pk, examples=adjudicated_examples(study))
     from ..suggest_local import LocalSuggester
 
     return LocalSuggester(spec, local_model_current(study))
@@ -254,7 +278,7 @@ def _answer_chunk(
         out.append((j, answer))
         tick()
 
-    suggester.suggest_many(texts, on_answer, titles)
+    suggester.suggest_many(texts, on_answer, titles, ids)
     return out
 
 
