@@ -101,7 +101,7 @@ class ExposureRow:
 
 def _share(k: int, n: int) -> Share:
     w = wilson(k, n, level=LEVEL)
-    r = (lambda x: None if x is None else round(float(x), 4))  # noqa: E731
+    r = lambda x: None if x is None else round(float(x), 4)  # noqa: E731
     return Share(k, n, r(w.value), r(w.low), r(w.high))
 
 

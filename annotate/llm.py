@@ -32,10 +32,9 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -404,7 +403,7 @@ class LLMSuggester:
         out = [{"role": "system", "content": self._system}]
         for e in shots:
             out += [{"role": "user", "content": _shot_user(e)}, {"role": "assistant", "content": e.answer()}]
-        return out + [{"role": "user", "content": user}]
+        return [*out, {"role": "user", "content": user}]
 
     def _create(self, text: str, title: str, response_format: dict, episode_id: int | None = None):
         with study_slot(self.study_id, self.concurrency, hold_s=self.timeout * 2 + 5):

@@ -28,7 +28,9 @@ def _accuracy(spec, train: list[LabelledText], test: list[LabelledText]) -> floa
     from .suggest_local import local_fit_predict
 
     answers = local_fit_predict(spec, train, test)
-    return float(np.mean([predicted(a)[0]["failure_type"] == t.failure_type for a, t in zip(answers, test, strict=True)]))
+    return float(
+        np.mean([predicted(a)[0]["failure_type"] == t.failure_type for a, t in zip(answers, test, strict=True)])
+    )
 
 
 def _uncertainty_order(spec, train: list[LabelledText], pool: list[LabelledText]) -> list[int]:

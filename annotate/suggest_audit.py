@@ -186,8 +186,10 @@ def _unsure(answer) -> bool:
     """Declined, "not a failure", or no candidate at 0.3 or more."""
     if answer.error:
         return False
-    return bool(answer.abstain_reason) or answer.not_a_failure or all(
-        c.confidence < LOW_CONFIDENCE for c in answer.candidates
+    return (
+        bool(answer.abstain_reason)
+        or answer.not_a_failure
+        or all(c.confidence < LOW_CONFIDENCE for c in answer.candidates)
     )
 
 
@@ -286,7 +288,9 @@ def _check_irrelevant(suggester) -> CheckResult:
     for text, a in zip(IRRELEVANT, answers, strict=True):
         if not _unsure(a):
             high = [c for c in a.candidates if c.confidence >= LOW_CONFIDENCE]
-            failures.append(f"{text!r}: " + (f"{high[0].failure_type} at {high[0].confidence:.2f}" if high else a.error))
+            failures.append(
+                f"{text!r}: " + (f"{high[0].failure_type} at {high[0].confidence:.2f}" if high else a.error)
+            )
     n = len(IRRELEVANT)
     return CheckResult(
         6,

@@ -221,6 +221,8 @@ def cross_validate(
     return score(items, [a for a in answers if a is not None], baselines, folds=int(fold.max()) + 1)
 
 
-def cold(items: Sequence[LabelledText], predict: Callable[[list[LabelledText]], list[Answer]], *, k: int) -> Measurement:
+def cold(
+    items: Sequence[LabelledText], predict: Callable[[list[LabelledText]], list[Answer]], *, k: int
+) -> Measurement:
     """The suggester without any labels, against the same fold-wise baselines as `cross_validate`."""
     return cross_validate(items, lambda train, test: predict(test), k=k)

@@ -190,7 +190,9 @@ def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readi
         X_body=normalize(index.vectorizer.transform(bodies)).tocsr(),
         X_code=normalize(index.vectorizer.transform([code_lines(t[:MAX_TEXT_CHARS]) for t in texts])).tocsr(),
         C=normalize(index.char_vectorizer.transform(combined)).tocsr(),
-        covered=np.array([language_covered(f"{ti}\n{t[:MAX_TEXT_CHARS]}") for ti, t in zip(titles, texts, strict=True)]),
+        covered=np.array(
+            [language_covered(f"{ti}\n{t[:MAX_TEXT_CHARS]}") for ti, t in zip(titles, texts, strict=True)]
+        ),
     )
 
 
@@ -483,9 +485,7 @@ class LocalSuggester:
     reads_context = True  # takes clusters= and kinds= (a test double subclassing it may not)
 
     def __init__(self, spec: CodebookSpec, trained: TrainedModel | None = None):
-        if trained is not None and (
-            trained.fingerprint != spec.fingerprint or not hasattr(trained, "char_vectorizer")
-        ):
+        if trained is not None and (trained.fingerprint != spec.fingerprint or not hasattr(trained, "char_vectorizer")):
             trained = None  # another codebook version, or an older model format: the codebook prior alone
         self.spec = spec
         self.index = codebook_index(spec)
@@ -648,7 +648,9 @@ class LocalSuggester:
         parts = []
         if why:
             named = "; ".join(f"“{ind}” ({', '.join(words)})" for ind, words in why[:2])
-            parts.append(f"Matched indicator{'s' if len(why) > 1 else ''} of {t.code}: {named}, in the quoted sentence.")
+            parts.append(
+                f"Matched indicator{'s' if len(why) > 1 else ''} of {t.code}: {named}, in the quoted sentence."
+            )
         else:
             # Only terms the coder can find: glossary readings of other languages are not in the text.
             words = set(_TOKEN.findall(f"{title}\n{text}".lower()))

@@ -33,9 +33,7 @@ _ENV_KEYS = (
 )
 _ENV_LINE = re.compile(rf"^\s*(?:[-*]\s*)?(?:\*\*)?{_ENV_KEYS}(?:\*\*)?\s*[:=]\s*\S.*$", re.I)
 _VERSIONISH = re.compile(r"\bv?\d+\.\d+(?:\.\d+)?(?:[-.\w]*)?\b")
-_ENV_HEADING = re.compile(
-    r"(environment|system info|versions?|platform)\s*$", re.I
-)
+_ENV_HEADING = re.compile(r"(environment|system info|versions?|platform)\s*$", re.I)
 # A template label: a short line that only names a section ("**Describe the bug**", "Steps to reproduce:").
 _LABEL = re.compile(r"^\s*(?:\*\*|__)?[\w ()/'&-]{1,60}?(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?\s*$")
 _BOT = re.compile(
@@ -61,7 +59,7 @@ class Span:
 
 def _is_label(line: str) -> bool:
     s = line.strip()
-    if not s or len(s.split()) > 6 or re.search(r"[.!?`]\s*$", s.rstrip("*_: ")) and not s.endswith(":"):
+    if not s or len(s.split()) > 6 or (re.search(r"[.!?`]\s*$", s.rstrip("*_: ")) and not s.endswith(":")):
         return False
     bold = (s.startswith("**") and s.rstrip(":").endswith("**")) or (s.startswith("__") and s.endswith("__"))
     return bool(_LABEL.match(s)) and (bold or s.endswith(":"))
@@ -320,4 +318,6 @@ _GLOSS_WORD = re.compile(r"\b\w+\b", re.U)
 
 def gloss(text: str) -> str:
     """The text with the glossary's non-English words followed by their English reading (for scoring only)."""
-    return _GLOSS_WORD.sub(lambda m: f"{m.group(0)} {GLOSSARY[w]}" if (w := m.group(0).lower()) in GLOSSARY else m.group(0), text)
+    return _GLOSS_WORD.sub(
+        lambda m: f"{m.group(0)} {GLOSSARY[w]}" if (w := m.group(0).lower()) in GLOSSARY else m.group(0), text
+    )

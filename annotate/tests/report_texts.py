@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 (the Chinese report keeps its full-width punctuation)
 """Real-looking issue texts for the suggester tests (written for these tests, not taken from the samples)."""
 
 LOOP_EN = """We run a support agent on the ReAct executor with three tools (search_docs, get_order, refund).
@@ -87,6 +88,7 @@ PAIRS = {
                        "La salida del planificador a menudo no es JSON válido", JSON_ES),
 }  # fmt: skip
 
+# Real Chinese punctuation (full-width commas and question marks) is part of the test.
 CHINESE = """我们的客服代理在处理退款请求时陷入了循环。它一直用相同的参数调用同一个工具，从不回答用户。
 我们设置了最大迭代次数，但代理每次都运行到上限才停止，最后什么结果也没有返回给用户。
 这个问题在升级到新版本以后出现，之前一切正常。请问这是已知问题吗？有没有办法让代理在重复调用时自己停下来？

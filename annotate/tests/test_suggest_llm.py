@@ -297,7 +297,9 @@ def adjudicated(study, make_episode, codes, alice):
     return out
 
 
-def test_it_sends_the_rules_and_the_nearest_adjudicated_episodes_with_their_codes(llm, study, make_episode, adjudicated):
+def test_it_sends_the_rules_and_the_nearest_adjudicated_episodes_with_their_codes(
+    llm, study, make_episode, adjudicated
+):
     import json as jsonlib
 
     new = make_episode(study, title="Provider throttles us", body=BODY)

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from annotate.jobs import job_run
-from annotate.models import Document, Job, JobStatus, LocalModel, Suggestion, SuggestionStatus
+from annotate.models import Job, JobStatus, LocalModel, Suggestion, SuggestionStatus
 from annotate.services import CodingValues, coding_save
 from annotate.services.suggestions import (
     local_retrain_start,
@@ -22,7 +22,6 @@ from annotate.services.suggestions import (
     suggestion_reject,
     suggestions_make,
 )
-from annotate.suggest_audit import suggester_audit
 from annotate.suggest_base import cache_key, codebook_spec, codebook_spec_from_data, episode_text, reading
 from annotate.suggest_local import COLD_MODEL, LocalSuggester, text_vectors
 

@@ -130,7 +130,9 @@ def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
                 form.add_error(name if name in form.fields else None, errors)
         else:
             if mine is None:
-                exposure_record(study=study, episode=episode, coder=request.user, token=request.POST.get("exposure", ""))
+                exposure_record(
+                    study=study, episode=episode, coder=request.user, token=request.POST.get("exposure", "")
+                )
             return _saved(request, study, episode, picker, coding)
     return _render(request, study, episode, picker, mine, values, status=400, errors=form.errors)
 

@@ -20,9 +20,9 @@ from ..services.suggestions import (
     suggestion_batch_start,
     suggestion_reject,
 )
-from ..suggestion_selectors import latest_audits
 from ..suggest_base import codebook_spec
 from ..suggest_quality import suggestion_quality
+from ..suggestion_selectors import latest_audits
 
 
 def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:

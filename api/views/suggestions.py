@@ -9,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.exposure_selectors import study_exposure_report
-from annotate.suggestion_selectors import audit_as_dict, latest_audits
 from annotate.suggest_quality import suggestion_quality
+from annotate.suggestion_selectors import audit_as_dict, latest_audits
 
 from ..permissions import StudyMember
 
