@@ -178,6 +178,10 @@ class CodingSettingsForm(forms.Form):
     exposure_experiment = forms.BooleanField(
         required=False, label="Randomise when each coder sees suggestions (exposure experiment)"
     )
+    # Left empty, the threshold stays as it is.
     suggestion_min_confidence = forms.FloatField(
-        min_value=0.0, max_value=1.0, label="Confidence below which a suggestion counts as not confident"
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        label="Confidence below which a suggestion counts as not confident",
     )
