@@ -20,11 +20,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("FAULTLINE_DEV", "1")
+
+import django  # noqa: E402
+
+django.setup()
 
 from annotate.importers import Record, Skip, github_record, iter_csv  # noqa: E402
 
