@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .models import DocumentKind
+from .render import safe_link
 
 GITHUB_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
 LITERATURE_EXTENSIONS = {".bib", ".bibtex", ".ris", ".csv"}
@@ -103,7 +104,7 @@ def _repo_of(item: dict) -> str | None:
 def _html_url(item: dict, repo: str, number: int, is_pr: bool) -> str:
     for key in ("html_url", "url"):
         value = item.get(key)
-        if isinstance(value, str) and _HTML_ITEM.match(value) and "/repos/" not in value:
+        if isinstance(value, str) and _HTML_ITEM.match(value) and "/repos/" not in value and safe_link(value):
             return value
     return f"https://github.com/{repo}/{'pull' if is_pr else 'issues'}/{number}"
 
@@ -330,7 +331,8 @@ def _literature_record(
         if doi.lower().startswith(prefix):
             doi = doi[len(prefix) :]
     key = key.strip()
-    url = url.strip() or (f"https://doi.org/{doi}" if doi else "")
+    # Only http(s) links are kept; a javascript: or data: url is dropped, and the DOI's link stands in.
+    url = safe_link(url.strip()) or (safe_link(f"https://doi.org/{doi}") if doi else "")
     if key:
         external_id = key
     elif doi:

@@ -30,6 +30,7 @@ from ..models import (
     TriageEvent,
     TriageStatus,
 )
+from ..render import safe_link
 from .studies import queue_key_for
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ def incident_validate(data: IncidentData) -> None:
             errors[f"artifacts[{n}]"] = "Give either content or a url."
         if len(a.content) > MAX_ARTIFACT_CHARS:
             errors[f"artifacts[{n}].content"] = f"At most {MAX_ARTIFACT_CHARS} characters."
-        if a.url and not a.url.startswith(("https://", "http://")):
+        if a.url and not safe_link(a.url):
             errors[f"artifacts[{n}].url"] = "Only http and https links."
     if errors:
         raise ValidationError(errors)
