@@ -154,6 +154,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                 elif col in exports.FLOAT_COLUMNS:
                     row[col] = float(value) if value else None
                 else:
+                    value = exports.csv_text_decode(value)
                     row[col] = value if value or col in _TEXT_NOT_NULL else None
             codings = []
             for i in range(1, slots + 1):
@@ -166,6 +167,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                     if key in exports.CODING_BOOLS:
                         coding[key] = _bool(value)
                     else:
+                        value = exports.csv_text_decode(value)
                         coding[key] = value if value or key in _CODING_TEXT_NOT_NULL else None
                 codings.append(coding)
             row["codings"] = codings
