@@ -29,6 +29,7 @@ from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 from .. import exports
 from ..filters import EpisodeFilter
+from ..importers import clean_json
 from ..labels import resolve_label
 from ..models import (
     Adjudication,
@@ -281,7 +282,7 @@ def dataset_import(
     man = _manifest_for(path)
     if man and man.get("sha256") and man["sha256"] != _sha256(path):
         raise ValidationError({"file": f"'{path.name}' does not match the sha256 in its manifest"})
-    rows = list(dataset_rows(path))
+    rows = [clean_json(row) for row in dataset_rows(path)]
     if not rows:
         raise ValidationError({"file": f"'{path.name}' has no rows"})
     label = rows[0]["codebook"]

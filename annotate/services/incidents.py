@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from ..importers import unstorable_at
 from ..models import (
     Artifact,
     Document,
@@ -92,6 +93,12 @@ def incident_validate(data: IncidentData) -> None:
         errors["severity"] = f"Severity must be one of {', '.join(SEVERITIES)}."
     if data.trace is not None and len(json.dumps(data.trace)) > MAX_TRACE_BYTES:
         errors["trace"] = f"The trace is larger than {MAX_TRACE_BYTES} bytes as JSON."
+    elif data.trace is not None and (where := unstorable_at(data.trace)):
+        # A trace is kept as sent, so it is refused rather than silently changed.
+        errors["trace"] = (
+            f"The trace holds a NUL character or an unpaired surrogate escape at {where[:200]}; "
+            "send valid Unicode text without NUL."
+        )
     if len(data.artifacts) > MAX_ARTIFACTS:
         errors["artifacts"] = f"At most {MAX_ARTIFACTS} artifacts."
     elif sum(len(a.content) for a in data.artifacts) > MAX_ARTIFACTS_TOTAL:

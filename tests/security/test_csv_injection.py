@@ -1,4 +1,4 @@
-"""CSV exports never hand a spreadsheet a live formula (OWASP "CSV Injection"); JSONL and Parquet keep values exactly."""
+"""CSV exports never hand a spreadsheet a live formula (OWASP "CSV Injection"); JSONL and Parquet keep values."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def test_it_keeps_no_javascript_url_from_bibtex_csv_ris_or_github(tmp_path):
     bib = _records(tmp_path, "r.bib", "@article{k1, title={T}, url={javascript:alert(1)}}\n")
     csv_ = _records(tmp_path, "r.csv", "key,title,url\nk2,T,javascript:alert(1)\n")
     ris = _records(tmp_path, "r.ris", "TY  - JOUR\nID  - k3\nTI  - T\nUR  - javascript:alert(1)\nER  - \n")
-    doi = _records(tmp_path, "d.csv", "key,title,url,doi\nk4,T,\"data:text/html;base64,PHNjcmlwdD4=\",10.1/abc\n")
+    doi = _records(tmp_path, "d.csv", 'key,title,url,doi\nk4,T,"data:text/html;base64,PHNjcmlwdD4=",10.1/abc\n')
     issue = {"number": 1, "title": "t", "repository_url": "https://api.github.com/repos/a/b",
              "html_url": "javascript:alert(1)", "url": "javascript:alert(2)"}  # fmt: skip
     gh = _records(tmp_path, "i.json", json.dumps([issue]))
