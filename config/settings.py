@@ -253,6 +253,8 @@ FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = envint("FAULTLINE_EXPORT_PARQUET_SYNC_ROWS"
 FAULTLINE_WEBHOOK_MAX_ATTEMPTS = envint("FAULTLINE_WEBHOOK_MAX_ATTEMPTS", 6)
 FAULTLINE_WEBHOOK_BACKOFF_S = envfloat("FAULTLINE_WEBHOOK_BACKOFF_S", 30.0)  # doubles after each failed attempt
 FAULTLINE_WEBHOOK_TIMEOUT_S = envfloat("FAULTLINE_WEBHOOK_TIMEOUT_S", 10.0)
+# Webhooks go to public addresses only; 1 allows loopback and private ones (a receiver on the same network, tests).
+FAULTLINE_WEBHOOK_ALLOW_PRIVATE = envbool("FAULTLINE_WEBHOOK_ALLOW_PRIVATE", False)
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's
