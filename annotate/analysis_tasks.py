@@ -32,7 +32,7 @@ from .analysis import (
 )
 from .models import Study
 
-PARAM_KEYS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca")
+PARAM_KEYS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
 CHUNK_TIMEOUT_S = 6 * 3600
 
 
