@@ -881,3 +881,68 @@ def test_it_checks_the_cap_on_the_second_kind_too():
     # Capped, b keeps 2 of 8 in cell 0 and a keeps 10 of 20: the contrast becomes 0.5 - 0.25.
     assert cap.estimate == pytest.approx(0.5 - 2 / 8)
     assert cap.detail == {"cap": 2, "subsamples": 4, "min": pytest.approx(0.25), "max": pytest.approx(0.25)}
+
+
+# --- exact wording of reasons and checks (what pages and the API show) ----------
+
+
+def test_it_says_exactly_why_there_is_no_value():
+    assert stats.design_enough(design([], [], K=2)) == (False, "no episodes")
+    assert stats.design_enough(design([0, 1], ["a", "a"], K=2)) == (
+        False, "fewer than 2 clusters: the bootstrap cannot resample"
+    )  # fmt: skip
+    assert stats.design_enough(design([0, 1], ["a", "b"], K=2)) == (True, "")
+    assert stats.wilson(0, 0).reason == "no episodes"
+    empty = stats.agreement(np.array([[0, -1], [1, -1], [0, 0]]), 2, B=10)
+    why = "fewer than 2 episodes coded by two or more coders"
+    assert empty.reason == why and empty.n_units == 1 and empty.n_ratings == 2 and empty.n_rated == 3
+    assert all(e.reason == why and e.value is None for e in (empty.percent, empty.fleiss_kappa,
+                                                              empty.krippendorff_alpha, empty.gwet_ac1))  # fmt: skip
+    assert empty.specific.tolist() == [-1.0, -1.0] and empty.specific_n.tolist() == [0, 0]
+    same = stats.agreement(np.zeros((4, 2), dtype=int), 2, B=10)
+    assert same.fleiss_kappa.reason == "all ratings in one category: kappa is undefined"
+    assert same.krippendorff_alpha.reason == "all ratings in one category: alpha is undefined"
+    assert same.pairs[0].kappa.reason == "both coders used one and the same category: kappa is undefined"
+    assert same.gwet_ac1.value == 1.0  # chance is spread over both codebook categories
+    single = stats.agreement(np.zeros((4, 2), dtype=int), 1, B=10)
+    assert single.gwet_ac1.value is None and single.gwet_ac1.reason == "undefined for a single category"
+    assert single.percent.value == 1.0 and single.percent.one_sided
+    codes = np.zeros((20, 2), dtype=int)
+    codes[0, 0] = 1
+    res = stats.agreement(codes, 2, B=400, seed=0)
+    assert res.pairs[0].kappa.warning.startswith(
+        f"{res.pairs[0].kappa.undefined_share:.0%} of bootstrap replicates were undefined (both coders used one "
+        "and the same category in the resample) and are left out"
+    )
+    no_pairs = np.array([[0, 1, -1], [1, 1, -1]] + [[0, -1, -1]] * 30)
+    drawn = stats.agreement(no_pairs, 2, B=400, seed=0)
+    assert drawn.percent.undefined_share > 0.05  # (30/32)^32: both coded-twice episodes missed
+    assert "(the resample drew no episode coded by two or more coders)" in drawn.percent.warning
+    assert "(the resample drew no episode coded by two or more coders)" in drawn.gwet_ac1.warning
+
+
+def test_it_describes_each_sensitivity_check_exactly():
+    a, b = dominated()
+    checks = stats.sensitivity(a, b, 0, B=200, seed=1, cap=2, subsamples=3)
+    assert [c.description for c in checks] == [
+        "Leave one cluster out: the range of the contrast, and the cluster that moves it most",
+        "At most 2 episodes per cluster, averaged over random subsamples",
+        "Without the largest cluster of each kind (clusters of one episode are kept)",
+        "Ordinary record-level bootstrap (ignores clustering)",
+    ]
+    loo, _cap, drop, rec = checks
+    assert loo.detail["n_clusters"] == 12 and loo.detail["most_influential"]["side"] == "a"
+    assert loo.detail["most_influential"]["shift"] == pytest.approx(-10 / 15)
+    assert drop.detail == {"a": "big", "a_size": 10, "b": None, "b_size": 0}
+    # Without "big", neither kind has anything in cell 0: every replicate difference is 0.
+    assert (drop.low, drop.high, drop.excludes_zero, drop.enough) == (0.0, 0.0, False, True)
+    assert set(rec.detail) == {"cluster_width", "record_width", "widening"}
+    assert rec.detail["record_width"] < rec.detail["cluster_width"]
+    singles = design([0, 1, 0, 1], ["s1", "s2", "s3", "s4"], K=2)
+    flat = {c.name: c for c in stats.sensitivity(singles, singles, 0, B=100, seed=1)}["drop_largest_cluster"]
+    assert not flat.enough and flat.reason == "no cluster holds more than one episode"
+    assert flat.detail == {"a": None, "a_size": 0, "b": None, "b_size": 0} and flat.estimate is None
+    two = design([0, 0, 1], ["x", "x", "y"], K=2)
+    short = {c.name: c for c in stats.sensitivity(two, singles, 0, B=100, seed=1)}["drop_largest_cluster"]
+    assert short.estimate == pytest.approx(0 - 0.5) and short.low is None and short.excludes_zero is None
+    assert short.keeps_sign is False
