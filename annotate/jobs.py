@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
 
+# A handler returns this when it has handed the work on (a chord of Celery tasks)
+# and a later task finishes the Job: `job_run` then leaves the Job running.
+DEFERRED = object()
+
 HANDLERS: dict[str, str] = {
     "recount": "annotate.services.studies.job_recount",
     "suggest": "annotate.services.suggestions.job_suggest",
@@ -143,6 +147,9 @@ def job_run(*, job_id: int) -> Job | None:
     handler = import_string(HANDLERS[job.kind])
     try:
         result = handler(job=job, progress=job_progress_writer(job))
+        if result is DEFERRED:
+            job.refresh_from_db()
+            return job
     except Exception as exc:  # the job records any failure; the worker stays up
         log.exception("job %s (%s) failed", job.pk, job.kind)
         Job.objects.filter(pk=job.pk).update(
