@@ -192,13 +192,21 @@ if not DEV:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
+# Trusted reverse proxies in front of the web processes (nginx, a load balancer: usually 1). The client's
+# address is then read from X-Forwarded-For (config.proxies.client_ip) by the API throttles and django-axes.
+# 0 ignores the header, which a client can forge.
+FAULTLINE_NUM_PROXIES = envint("FAULTLINE_NUM_PROXIES", 0)
+
 # Login brute force (django-axes): lock a username+IP pair after repeated failures.
+AXES_CLIENT_IP_CALLABLE = "config.proxies.client_ip"
 AXES_FAILURE_LIMIT = envint("FAULTLINE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = envfloat("FAULTLINE_LOGIN_COOLOFF_HOURS", 0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLED = envbool("FAULTLINE_AXES", True)
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Password spraying (one try at many usernames): failed log-ins from one address, any usernames, per cool-off.
+FAULTLINE_LOGIN_IP_FAILURE_LIMIT = envint("FAULTLINE_LOGIN_IP_FAILURE_LIMIT", 20)
 
 # Celery: eager in-process when no broker is configured.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
@@ -275,6 +283,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Anonymous clients are counted at authentication (api.authentication), before DRF would answer 401.
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
+    "NUM_PROXIES": FAULTLINE_NUM_PROXIES,
     "DEFAULT_THROTTLE_RATES": {
         "anon": os.environ.get("FAULTLINE_THROTTLE_ANON", "60/min"),
         "user": os.environ.get("FAULTLINE_THROTTLE_USER", "6000/min"),
