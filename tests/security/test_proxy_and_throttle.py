@@ -75,12 +75,13 @@ def test_password_spraying_from_one_address_is_stopped(settings, alice, django_u
     assert _login("alice", "198.51.100.100", via_proxy=False) == 302  # other addresses are unaffected
 
 
-def test_one_variable_sets_drf_and_axes(tmp_path):
+def test_one_variable_sets_drf_and_axes():
     code = (
         "from django.conf import settings as s; from rest_framework.settings import api_settings as a; "
         "print(s.FAULTLINE_NUM_PROXIES, s.REST_FRAMEWORK['NUM_PROXIES'], a.NUM_PROXIES, s.AXES_CLIENT_IP_CALLABLE)"
     )
-    env = {**os.environ, "FAULTLINE_NUM_PROXIES": "2", "FAULTLINE_DEV": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env = {**os.environ, "FAULTLINE_NUM_PROXIES": "2", "FAULTLINE_DEV": "1"}
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     out = subprocess.run(
         [sys.executable, "-c", f"import django; django.setup(); {code}"],
         cwd=django_settings.BASE_DIR, env=env, capture_output=True, text=True, check=True,
