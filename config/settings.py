@@ -79,6 +79,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.middleware.RequestLimitsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -174,6 +175,11 @@ WHITENOISE_AUTOREFRESH = DEV
 FAULTLINE_MAX_UPLOAD_MB = envint("FAULTLINE_MAX_UPLOAD_MB", 50)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("FAULTLINE_MAX_BODY_MB", 10) * 1024 * 1024
+# Every request body, files included (config.middleware.RequestLimitsMiddleware): a client that is not
+# signed in may send FAULTLINE_MAX_ANON_BODY_KB, anyone else the largest upload plus 1 MB for the form
+# around it. Set the proxy's limit (nginx client_max_body_size) to FAULTLINE_MAX_REQUEST_MB too.
+FAULTLINE_MAX_ANON_BODY_KB = envint("FAULTLINE_MAX_ANON_BODY_KB", 64)
+FAULTLINE_MAX_REQUEST_MB = max(FAULTLINE_MAX_UPLOAD_MB, envint("FAULTLINE_MAX_BODY_MB", 10)) + 1
 
 # Security. Production-grade values apply whenever DEBUG is off.
 SESSION_COOKIE_HTTPONLY = True
@@ -280,6 +286,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "api.pagination.IdCursorPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Anonymous clients are counted at authentication (api.authentication), before DRF would answer 401.
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
