@@ -1,6 +1,18 @@
 from django.urls import path
 
-from .views import adjudication, coding, coding_settings, episodes, health, jobs, members, queue, studies, tokens
+from .views import (
+    accounts,
+    adjudication,
+    coding,
+    coding_settings,
+    episodes,
+    health,
+    jobs,
+    members,
+    queue,
+    studies,
+    tokens,
+)
 from .views import analysis as analysis_views
 from .views import documents as document_views
 from .views import incidents as incident_views
@@ -11,7 +23,13 @@ urlpatterns = [
     path("", studies.study_list, name="study_list"),
     path("healthz", health.healthz, name="healthz"),
     path("studies/<slug:slug>/", studies.study_overview, name="study_overview"),
+    path("new-study/", studies.study_new, name="study_new"),
+    path("invite/<str:token>/", accounts.invitation_accept_view, name="invitation_accept"),
+    path("account/", accounts.account_page, name="account"),
     path("studies/<slug:slug>/members/", members.study_members, name="study_members"),
+    path("studies/<slug:slug>/members/<int:pk>/", members.member_update_view, name="member_update"),
+    path("studies/<slug:slug>/members/<int:pk>/remove/", members.member_remove_view, name="member_remove"),
+    path("studies/<slug:slug>/invitations/<int:pk>/revoke/", members.invitation_revoke_view, name="invitation_revoke"),
     path("studies/<slug:slug>/next/", queue.coding_next, name="coding_next"),
     path("studies/<slug:slug>/episodes/<int:pk>/", episodes.episode_detail, name="episode_detail"),
     path("studies/<slug:slug>/episodes/<int:pk>/code/", coding.coding_page, name="coding_page"),
