@@ -217,6 +217,39 @@ def study_progress(study: Study, membership: Membership) -> Progress:
     return Progress(k=k, coders=coders, mine=mine, buckets=buckets, episodes=sum(per_n.values()))
 
 
+@dataclass(frozen=True)
+class QueueLeft:
+    left: int  # episodes this coder could still be given: queued splits, below k, not adjudicated, not theirs
+    total: int  # episodes in the study's queued splits
+
+
+def coder_queue_left(study: Study, user) -> QueueLeft:
+    """How much of the study's queue is left for `user`, in one aggregate query.
+
+    Other coders' live leases are not subtracted: a leased episode may come back
+    to this coder when the lease ends, so it is still "left" for them.
+    """
+    mine = Coding.objects.filter(episode=OuterRef("pk"), coder=user)
+    row = (
+        Episode.objects.filter(study=study, split__in=study.splits_in_queue)
+        .annotate(mine=Exists(mine))
+        .aggregate(
+            total=Count("pk"),
+            left=Count(
+                "pk",
+                filter=Q(n_codings__lt=study.coders_per_episode, mine=False) & ~Q(status=EpisodeStatus.ADJUDICATED),
+            ),
+        )
+    )
+    return QueueLeft(left=row["left"], total=row["total"])
+
+
+def coded_since(study: Study, user, since) -> int:
+    """Episodes of the study `user` saved a coding of since `since` (their login: "coded this session")."""
+    qs = Coding.objects.filter(episode__study=study, coder=user)
+    return (qs.filter(updated_at__gte=since) if since else qs).count()
+
+
 # ---------------------------------------------------------------- disagreements
 
 DISAGREEMENT_AXES = ("failure_type", "source", "stage", "capability", "not_a_failure", "needs_new_type")

@@ -31,6 +31,7 @@ urlpatterns = [
     path("studies/<slug:slug>/members/<int:pk>/remove/", members.member_remove_view, name="member_remove"),
     path("studies/<slug:slug>/invitations/<int:pk>/revoke/", members.invitation_revoke_view, name="invitation_revoke"),
     path("studies/<slug:slug>/next/", queue.coding_next, name="coding_next"),
+    path("studies/<slug:slug>/progress/mine/", queue.coding_progress, name="coding_progress"),
     path("studies/<slug:slug>/episodes/<int:pk>/", episodes.episode_detail, name="episode_detail"),
     path("studies/<slug:slug>/episodes/<int:pk>/code/", coding.coding_page, name="coding_page"),
     path("studies/<slug:slug>/episodes/<int:pk>/skip/", queue.coding_skip, name="coding_skip"),
