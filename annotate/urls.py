@@ -71,6 +71,7 @@ urlpatterns = [
     path("studies/<slug:slug>/incidents/", incident_views.triage_board, name="triage_board"),
     path("studies/<slug:slug>/incidents/<int:pk>/", incident_views.incident_detail, name="incident_detail"),
     path("studies/<slug:slug>/incidents/<int:pk>/move/", incident_views.incident_move_view, name="incident_move"),
+    path("studies/<slug:slug>/incidents/<int:pk>/code/", incident_views.incident_code, name="incident_code"),
     path("studies/<slug:slug>/suggestions/", suggestion_views.suggestion_quality_page, name="suggestion_quality_page"),
     path("studies/<slug:slug>/suggestions/run/", suggestion_views.suggestion_batch, name="suggestion_batch"),
     path("studies/<slug:slug>/suggestions/retrain/", suggestion_views.suggestion_retrain, name="suggestion_retrain"),
