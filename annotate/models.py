@@ -177,6 +177,9 @@ class Document(models.Model):
 class Split(models.TextChoices):
     PRIMARY = "primary", "Primary"
     HOLDOUT = "holdout", "Hold-out"
+    # Left out of analysis and hold-out coverage by an owner, e.g. a whole-document episode
+    # that was split into smaller ones after it had been coded. Its codings are kept.
+    EXCLUDED = "excluded", "Excluded"
 
 
 class EpisodeStatus(models.TextChoices):
