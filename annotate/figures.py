@@ -221,6 +221,7 @@ def confusion_rows(confusion: dict, picker, *, category: str = "") -> tuple[list
     names.update({t.code: t.name for t in picker.types})
     categories = {code: name for code, name, _ in picker.categories}
     names.update(categories)
+    names["not_a_failure"] = "Not a failure"
     category_of = {t.code: t.category.code for t in picker.types}
     rows_ix = list(range(len(labels)))
     cols_ix = list(range(len(labels)))

@@ -190,14 +190,14 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
     drill = request.GET.get("category", "")
     drill = drill if any(code == drill for code, _, _ in picker.categories) else ""
     # 56 x 56 types cannot be read: failure types are shown by category first, then one category's types.
-    shown = chosen
-    if chosen["axis"] == "failure_type" and not drill:
-        shown = next((a for a in doc["axes"] if a["axis"] == "category"), chosen)
-    for pair in shown["pairs"]:
-        pair["rows"], pair["columns"] = confusion_rows(pair["confusion"], picker, category=drill)
+    by_category = chosen["axis"] == "failure_type" and not drill
+    category_pairs = {(p["a"], p["b"]): p for a in doc["axes"] if a["axis"] == "category" for p in a["pairs"]}
+    for pair in chosen["pairs"]:
+        matrix = category_pairs.get((pair["a"], pair["b"]), pair) if by_category else pair
+        pair["rows"], pair["columns"] = confusion_rows(matrix["confusion"], picker, category=drill)
     context = {
-        "study": study, "membership": request.membership, "doc": doc, "chosen": chosen, "shown": shown,
-        "by_category": shown is not chosen, "drill": drill, "axis_names": AXIS_NAMES,
+        "study": study, "membership": request.membership, "doc": doc, "chosen": chosen,
+        "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
         "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""),
     }  # fmt: skip
     return render(request, "annotate/agreement.html", context)
