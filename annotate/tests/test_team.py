@@ -52,7 +52,7 @@ def test_it_lets_staff_create_a_study_they_own_with_its_settings_and_first_impor
     study = Study.objects.get(slug="beta")
     assert (study.coders_per_episode, study.blind, study.queue_order) == (3, True, "import")
     assert study.memberships.get(user=staff).role == "owner"
-    assert study.jobs.get().status == "success"  # eager Celery: the import job ran
+    assert study.jobs.get(kind="import").status == "success"  # eager Celery: the import job ran
     assert Document.objects.filter(study=study).count() == 1
 
 
