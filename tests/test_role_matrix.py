@@ -73,7 +73,6 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "suggestion_retrain": ("POST", POST_WRITE, {}),
     "suggestion_panel": ("GET", PAGE_WRITE, {}),
     "suggestion_reject": ("POST", POST_WRITE, {}),
-    "study_webhook_settings": ("GET", PAGE_OWNER, {}),
     # Teams and accounts (issue 14). Only staff start studies by default; nobody here is staff.
     "study_new": ("GET", (LOGIN, 403, 403, 403, 403), {}),
     "invitation_accept": ("GET", (410, 410, 410, 410, 410), {}),  # open without a login; a bad token is gone
