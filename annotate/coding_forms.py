@@ -175,6 +175,7 @@ class CodingSettingsForm(forms.Form):
     suggestions_after_first_choice = forms.BooleanField(
         required=False, label="Show suggestions only after the coder's first choice"
     )
+    suggest_on_import = forms.BooleanField(required=False, label="Suggest codes for imported documents")
     exposure_experiment = forms.BooleanField(
         required=False, label="Randomise when each coder sees suggestions (exposure experiment)"
     )

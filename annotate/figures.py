@@ -122,11 +122,14 @@ def kind_csv(doc: dict, kind: str) -> str:
     stages, caps = _axes_labels(doc)
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["kind", "stage", "capability", "count", "n", "proportion", "ci_low", "ci_high"])
+    w.writerow(["kind", "stage", "capability", "count", "n", "proportion", "ci_low", "ci_high", "interval",
+                "clusters_with_records", "few_clusters"])  # fmt: skip
+    method = section.get("interval", doc["parameters"]["interval"])
     for i, s in enumerate(stages):
         for j, c in enumerate(caps):
-            w.writerow([kind, s, c, section["counts"][i][j], section["n_episodes"],
-                        *(_at(section[key], i, j) for key in ("proportions", "ci_low", "ci_high"))])  # fmt: skip
+            limits = (_at(section[key], i, j) for key in ("proportions", "ci_low", "ci_high"))
+            flags = (_at(section.get(key), i, j) for key in ("clusters_with_records", "few_clusters"))
+            w.writerow([kind, s, c, section["counts"][i][j], section["n_episodes"], *limits, method, *flags])
     return out.getvalue()
 
 
@@ -135,12 +138,15 @@ def difference_csv(doc: dict, a: str, b: str) -> str:
     stages, caps = _axes_labels(doc)
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["a", "b", "stage", "capability", "difference", "ci_low", "ci_high", "excludes_zero"])
+    w.writerow(["a", "b", "stage", "capability", "difference", "ci_low", "ci_high", "excludes_zero", "interval",
+                "few_clusters"])  # fmt: skip
+    method = diff.get("interval", "percentile")
     for i, s in enumerate(stages):
         for j, c in enumerate(caps):
             w.writerow(
-                [a, b, s, c, *(_at(diff[key], i, j) for key in ("estimate", "ci_low", "ci_high", "excludes_zero"))]
-            )
+                [a, b, s, c, *(_at(diff[key], i, j) for key in ("estimate", "ci_low", "ci_high", "excludes_zero")),
+                 method, _at(diff.get("few_clusters"), i, j)]
+            )  # fmt: skip
     return out.getvalue()
 
 
@@ -160,10 +166,13 @@ def heatmap_rows(doc: dict, kind: str, cell_url) -> list[dict]:
                     "share": p,
                     "low": section["ci_low"][i][j] if section["ci_low"] else None,
                     "high": section["ci_high"][i][j] if section["ci_high"] else None,
+                    "few": bool(section["few_clusters"][i][j]) if section.get("few_clusters") else False,
+                    "clusters": _at(section.get("clusters_with_records"), i, j),
                     "style": cell_style(p if section["counts"][i][j] else None, vmax),
                     "url": cell_url(kind, stage["code"], cap["code"]) if section["counts"][i][j] else "",
                     "stage": stage["code"],
                     "capability": cap["code"],
+                    "capability_name": cap.get("name") or cap["code"],
                 }
             )
         rows.append({"stage": stage, "cells": cells, "total": section["row_totals"][i]})
@@ -184,6 +193,7 @@ def difference_rows(doc: dict, a: str, b: str, selected: dict | None) -> list[di
                     "value": v,
                     "low": diff["ci_low"][i][j] if diff["ci_low"] else None,
                     "high": diff["ci_high"][i][j] if diff["ci_high"] else None,
+                    "few": bool(diff["few_clusters"][i][j]) if diff.get("few_clusters") else False,
                     "significant": bool(diff["excludes_zero"][i][j]) if diff["excludes_zero"] else False,
                     "style": cell_style(v, vmax, diverging=True),
                     "cell": f"{stage['code']}:{cap['code']}",
@@ -192,3 +202,37 @@ def difference_rows(doc: dict, a: str, b: str, selected: dict | None) -> list[di
             )
         rows.append({"stage": stage, "cells": cells})
     return rows
+
+
+AXIS_NAMES = {
+    "failure_type": "failure type", "category": "category", "source": "responsibility source",
+    "stage": "workflow stage", "capability": "agent capability", "overall": "overall",
+}  # fmt: skip
+
+
+def confusion_rows(confusion: dict, picker, *, category: str = "") -> tuple[list[dict], list[dict]]:
+    """A confusion matrix as table rows and columns with display names.
+
+    Category labels link to their drill-down; with `category`, only the rows of that
+    category's types are kept, against the columns any of them (or the category) uses.
+    """
+    labels, matrix = confusion["labels"], confusion["matrix"]
+    names = {v.code: v.name for values in picker.axes.values() for v in values}
+    names.update({t.code: t.name for t in picker.types})
+    categories = {code: name for code, name, _ in picker.categories}
+    names.update(categories)
+    names["not_a_failure"] = "Not a failure"
+    category_of = {t.code: t.category.code for t in picker.types}
+    rows_ix = list(range(len(labels)))
+    cols_ix = list(range(len(labels)))
+    if category:
+        rows_ix = [i for i in rows_ix if category_of.get(labels[i]) == category]
+        cols_ix = [j for j in cols_ix if category_of.get(labels[j]) == category or any(matrix[i][j] for i in rows_ix)]
+
+    def head(label: str) -> dict:
+        link = f"?axis=failure_type&category={label}#pairs-h" if label in categories and not category else ""
+        return {"label": label, "name": names.get(label, label or "—"), "link": link}
+
+    columns = [head(labels[j]) for j in cols_ix]
+    rows = [{**head(labels[i]), "cells": [{"n": matrix[i][j], "diag": i == j} for j in cols_ix]} for i in rows_ix]
+    return rows, columns

@@ -79,6 +79,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.middleware.RequestLimitsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -174,6 +175,11 @@ WHITENOISE_AUTOREFRESH = DEV
 FAULTLINE_MAX_UPLOAD_MB = envint("FAULTLINE_MAX_UPLOAD_MB", 50)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("FAULTLINE_MAX_BODY_MB", 10) * 1024 * 1024
+# Every request body, files included (config.middleware.RequestLimitsMiddleware): a client that is not
+# signed in may send FAULTLINE_MAX_ANON_BODY_KB, anyone else the largest upload plus 1 MB for the form
+# around it. Set the proxy's limit (nginx client_max_body_size) to FAULTLINE_MAX_REQUEST_MB too.
+FAULTLINE_MAX_ANON_BODY_KB = envint("FAULTLINE_MAX_ANON_BODY_KB", 64)
+FAULTLINE_MAX_REQUEST_MB = max(FAULTLINE_MAX_UPLOAD_MB, envint("FAULTLINE_MAX_BODY_MB", 10)) + 1
 
 # Security. Production-grade values apply whenever DEBUG is off.
 SESSION_COOKIE_HTTPONLY = True
@@ -192,13 +198,21 @@ if not DEV:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
+# Trusted reverse proxies in front of the web processes (nginx, a load balancer: usually 1). The client's
+# address is then read from X-Forwarded-For (config.proxies.client_ip) by the API throttles and django-axes.
+# 0 ignores the header, which a client can forge.
+FAULTLINE_NUM_PROXIES = envint("FAULTLINE_NUM_PROXIES", 0)
+
 # Login brute force (django-axes): lock a username+IP pair after repeated failures.
+AXES_CLIENT_IP_CALLABLE = "config.proxies.client_ip"
 AXES_FAILURE_LIMIT = envint("FAULTLINE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = envfloat("FAULTLINE_LOGIN_COOLOFF_HOURS", 0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLED = envbool("FAULTLINE_AXES", True)
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Password spraying (one try at many usernames): failed log-ins from one address, any usernames, per cool-off.
+FAULTLINE_LOGIN_IP_FAILURE_LIMIT = envint("FAULTLINE_LOGIN_IP_FAILURE_LIMIT", 20)
 
 # Celery: eager in-process when no broker is configured.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
@@ -210,6 +224,8 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or (
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None
 )
 CELERY_RESULT_EXPIRES = 3600
+# A failing chunk calls the chord's error callback (the behaviour Celery will make the default).
+CELERY_TASK_ALLOW_ERROR_CB_ON_CHORD_HEADER = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -223,6 +239,9 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "inte
 FAULTLINE_REQUEUE_EVERY_S = envfloat("FAULTLINE_REQUEUE_EVERY_S", 60.0)
 FAULTLINE_REQUEUE_AFTER_S = envfloat("FAULTLINE_REQUEUE_AFTER_S", 60.0)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("FAULTLINE_CELERY_QUEUE", "celery")
+# The queue of the bootstrap chunks. Empty: the default queue. Set it (e.g. "analysis") to run
+# the analysis on workers of its own (`celery -A config worker -Q analysis`), on other machines.
+FAULTLINE_ANALYSIS_QUEUE = os.environ.get("FAULTLINE_ANALYSIS_QUEUE", "")
 
 # The LLM suggester (annotate/llm.py). Without a key, the local scikit-learn one is used.
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
@@ -248,6 +267,25 @@ FAULTLINE_GITHUB_MAX_WAIT_S = envfloat("FAULTLINE_GITHUB_MAX_WAIT_S", 60.0)
 
 # Coding workspace.
 FAULTLINE_LEASE_MINUTES = envint("FAULTLINE_LEASE_MINUTES", 30)
+
+# Teams: who may create studies in the browser ("staff" or "any" logged-in user), and how long an
+# invitation link stays valid.
+FAULTLINE_STUDY_CREATORS = os.environ.get("FAULTLINE_STUDY_CREATORS", "staff")
+if FAULTLINE_STUDY_CREATORS not in {"staff", "any"}:
+    raise ImproperlyConfigured("FAULTLINE_STUDY_CREATORS must be 'staff' or 'any'.")
+FAULTLINE_INVITE_DAYS = envint("FAULTLINE_INVITE_DAYS", 7)
+
+# Outgoing mail (invitations, password resets). Nothing is sent unless EMAIL_HOST (SMTP) or
+# EMAIL_BACKEND is set; without it owners copy invitation links and an administrator resets passwords.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "faultline@localhost")
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.dummy.EmailBackend"
+)
 FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 20000)
 
 # Exports and incident webhooks. Parquet exports above this many rows are built by a job.
@@ -255,6 +293,8 @@ FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = envint("FAULTLINE_EXPORT_PARQUET_SYNC_ROWS"
 FAULTLINE_WEBHOOK_MAX_ATTEMPTS = envint("FAULTLINE_WEBHOOK_MAX_ATTEMPTS", 6)
 FAULTLINE_WEBHOOK_BACKOFF_S = envfloat("FAULTLINE_WEBHOOK_BACKOFF_S", 30.0)  # doubles after each failed attempt
 FAULTLINE_WEBHOOK_TIMEOUT_S = envfloat("FAULTLINE_WEBHOOK_TIMEOUT_S", 10.0)
+# Webhooks go to public addresses only; 1 allows loopback and private ones (a receiver on the same network, tests).
+FAULTLINE_WEBHOOK_ALLOW_PRIVATE = envbool("FAULTLINE_WEBHOOK_ALLOW_PRIVATE", False)
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's
@@ -267,9 +307,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "api.pagination.IdCursorPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Anonymous clients are counted at authentication (api.authentication), before DRF would answer 401.
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
+    "NUM_PROXIES": FAULTLINE_NUM_PROXIES,
     "DEFAULT_THROTTLE_RATES": {
         "anon": os.environ.get("FAULTLINE_THROTTLE_ANON", "60/min"),
         "user": os.environ.get("FAULTLINE_THROTTLE_USER", "6000/min"),

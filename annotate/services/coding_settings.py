@@ -19,6 +19,7 @@ def study_coding_settings_update(
     queue_order: str,
     queue_splits: list[str],
     suggestions_after_first_choice: bool,
+    suggest_on_import: bool = True,
     exposure_experiment: bool | None = None,
     suggestion_min_confidence: float | None = None,
 ) -> Study:
@@ -46,7 +47,11 @@ def study_coding_settings_update(
     study.queue_order = queue_order
     study.queue_splits = [s for s in Split.values if s in queue_splits]
     study.suggestions_after_first_choice = suggestions_after_first_choice
-    fields = ["coders_per_episode", "blind", "queue_order", "queue_splits", "suggestions_after_first_choice"]
+    study.suggest_on_import = suggest_on_import
+    fields = [
+        "coders_per_episode", "blind", "queue_order", "queue_splits", "suggestions_after_first_choice",
+        "suggest_on_import",
+    ]  # fmt: skip
     if exposure_experiment is not None:
         study.exposure_experiment = exposure_experiment
         fields.append("exposure_experiment")

@@ -15,9 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ..importers import unstorable_at
 from ..models import (
     Artifact,
     Document,
@@ -30,6 +31,7 @@ from ..models import (
     TriageEvent,
     TriageStatus,
 )
+from ..render import safe_link
 from .studies import queue_key_for
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,12 @@ def incident_validate(data: IncidentData) -> None:
         errors["severity"] = f"Severity must be one of {', '.join(SEVERITIES)}."
     if data.trace is not None and len(json.dumps(data.trace)) > MAX_TRACE_BYTES:
         errors["trace"] = f"The trace is larger than {MAX_TRACE_BYTES} bytes as JSON."
+    elif data.trace is not None and (where := unstorable_at(data.trace)):
+        # A trace is kept as sent, so it is refused rather than silently changed.
+        errors["trace"] = (
+            f"The trace holds a NUL character or an unpaired surrogate escape at {where[:200]}; "
+            "send valid Unicode text without NUL."
+        )
     if len(data.artifacts) > MAX_ARTIFACTS:
         errors["artifacts"] = f"At most {MAX_ARTIFACTS} artifacts."
     elif sum(len(a.content) for a in data.artifacts) > MAX_ARTIFACTS_TOTAL:
@@ -102,7 +110,7 @@ def incident_validate(data: IncidentData) -> None:
             errors[f"artifacts[{n}]"] = "Give either content or a url."
         if len(a.content) > MAX_ARTIFACT_CHARS:
             errors[f"artifacts[{n}].content"] = f"At most {MAX_ARTIFACT_CHARS} characters."
-        if a.url and not a.url.startswith(("https://", "http://")):
+        if a.url and not safe_link(a.url):
             errors[f"artifacts[{n}].url"] = "Only http and https links."
     if errors:
         raise ValidationError(errors)
@@ -119,20 +127,15 @@ def _queue_suggestion(study: Study, user, episode: Episode) -> Job | None:
         return None
 
 
-@transaction.atomic
-def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult:
-    """Store an incident as a Document with an Episode and Artifacts, and queue a suggestion. All or nothing.
+def _incident_stored(study: Study, external_id: str) -> IncidentResult | None:
+    document = Document.objects.filter(study=study, kind=DocumentKind.INCIDENT, external_id=external_id).first()
+    if document is None:
+        return None
+    return IncidentResult(document, document.episodes.order_by("order").first(), False, None)
 
-    An incident sent again with the same external_id is not duplicated: the
-    stored one is returned with created=False.
-    """
-    incident_validate(data)
-    if data.external_id:
-        existing = Document.objects.filter(study=study, kind=DocumentKind.INCIDENT, external_id=data.external_id)
-        document = existing.first()
-        if document is not None:
-            return IncidentResult(document, document.episodes.order_by("order").first(), False, None)
-    document = Document.objects.create(
+
+def _incident_document_create(study: Study, user, data: IncidentData) -> Document:
+    return Document.objects.create(
         study=study,
         kind=DocumentKind.INCIDENT,
         external_id=data.external_id or f"inc-{uuid.uuid4().hex[:16]}",
@@ -145,6 +148,29 @@ def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult
         meta={"service": data.service.strip(), "severity": data.severity, "reported_by": user.get_username()},
         raw={"trace": data.trace} if data.trace is not None else {},
     )
+
+
+@transaction.atomic
+def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult:
+    """Store an incident as a Document with an Episode and Artifacts, and queue a suggestion. All or nothing.
+
+    An incident sent again with the same external_id is not duplicated: the
+    stored one is returned with created=False.
+    """
+    incident_validate(data)
+    if data.external_id:
+        stored = _incident_stored(study, data.external_id)
+        if stored is not None:
+            return stored
+    try:
+        # A savepoint: a sender retrying at once may insert the same external_id first.
+        with transaction.atomic():
+            document = _incident_document_create(study, user, data)
+    except IntegrityError:
+        stored = _incident_stored(study, data.external_id) if data.external_id else None
+        if stored is None:
+            raise
+        return stored
     episode = Episode.objects.create(document=document, study=study)
     Episode.objects.filter(pk=episode.pk).update(queue_key=queue_key_for(study, episode.pk))
     Artifact.objects.bulk_create(

@@ -108,6 +108,7 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
         "adjudication": adjudication, "v": values, "errors": form.errors, "compare": side_by_side(codings, picker),
         "text": episode_text(episode)[:DISPLAY_LIMIT], "groups": axis_groups(picker, values, form.errors),
         "type_options": picker.type_options(values.get("failure_type")),
+        "left": disagreeing_episodes(study).count(),
     }  # fmt: skip
     return render(request, "annotate/adjudicate.html", context, status=400 if request.method == "POST" else 200)
 

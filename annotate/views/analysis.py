@@ -16,6 +16,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from taxonomy import stats
+
 from .. import figures
 from ..access import study_view
 from ..analysis import (
@@ -31,10 +33,13 @@ from ..analysis import (
     parse_params,
 )
 from ..analysis_tasks import over_threshold
+from ..coding_selectors import codebook_picker
+from ..figures import AXIS_NAMES, confusion_rows
 from ..jobs import job_start
-from ..models import Job, Study
+from ..models import Episode, Job, Study
 
-PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca")
+PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
+METHODS = [(m, stats.CELL_METHOD_NAMES[m]) for m in stats.CELL_METHODS]
 FORMATS = {"svg": "image/svg+xml", "png": "image/png", "csv": "text/csv; charset=utf-8", "json": "application/json"}
 
 
@@ -55,6 +60,12 @@ def _document(request: HttpRequest, study: Study, *, sensitivity: bool = True):
     return analysis_document(study, params, sensitivity=sensitivity), params, {}, None
 
 
+def _kinds_with_episodes(study: Study) -> list[tuple[str, str]]:
+    """The contrast selector offers only the document kinds this study has episodes of."""
+    present = set(Episode.objects.filter(study=study).values_list("document__kind", flat=True).distinct())
+    return [(k, KIND_LABELS[k]) for k in KINDS if k in present]
+
+
 def _query(request: HttpRequest, **changes) -> str:
     q = request.GET.copy()
     for k, v in changes.items():
@@ -71,8 +82,9 @@ def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
     doc, params, errors, job = _document(request, study)
     big = params is not None and over_threshold(params.bootstrap)
     context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
-               "params": params, "query": _query(request), "kinds": [(k, KIND_LABELS[k]) for k in KINDS],
-               "axes": codebook_axes(study), "big": big}  # fmt: skip
+               "params": params, "query": _query(request), "kinds": _kinds_with_episodes(study),
+               "axes": codebook_axes(study), "big": big, "methods": METHODS,
+               "default_method": stats.DEFAULT_CELL_METHOD}  # fmt: skip
     if doc is not None:
         context.update(_panels(request, study, doc))
     template = "annotate/partials/_sensitivity.html" if request.htmx and doc else "annotate/analysis.html"
@@ -151,7 +163,8 @@ def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
     except ParameterError as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect(reverse("analysis_page", args=[study.slug]))
-    job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca}
+    job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca,
+                  "interval": params.interval}  # fmt: skip
     job_params.update({k: request.POST[k] for k in ("cell", "contrast") if request.POST.get(k)})
     job = job_start(kind="bootstrap", study=study, user=request.user, params=job_params)
     query = urlencode({**job_params, "bca": "1" if params.bca else "", "job": job.pk})
@@ -173,13 +186,20 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
         return _download(study, "agreement", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
     axis = request.GET.get("axis") or "failure_type"
     chosen = next((a for a in doc["axes"] if a["axis"] == axis), doc["axes"][0])
+    picker = codebook_picker(study.codebook)
+    drill = request.GET.get("category", "")
+    drill = drill if any(code == drill for code, _, _ in picker.categories) else ""
+    # 56 x 56 types cannot be read: failure types are shown by category first, then one category's types.
+    by_category = chosen["axis"] == "failure_type" and not drill
+    category_pairs = {(p["a"], p["b"]): p for a in doc["axes"] if a["axis"] == "category" for p in a["pairs"]}
     for pair in chosen["pairs"]:
-        labels = pair["confusion"]["labels"]
-        pair["rows"] = [
-            {"label": lab, "cells": [{"n": v, "diag": i == j} for j, v in enumerate(row)]}
-            for i, (lab, row) in enumerate(zip(labels, pair["confusion"]["matrix"], strict=True))
-        ]
-    context = {"study": study, "membership": request.membership, "doc": doc, "chosen": chosen}
+        matrix = category_pairs.get((pair["a"], pair["b"]), pair) if by_category else pair
+        pair["rows"], pair["columns"] = confusion_rows(matrix["confusion"], picker, category=drill)
+    context = {
+        "study": study, "membership": request.membership, "doc": doc, "chosen": chosen,
+        "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
+        "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""),
+    }  # fmt: skip
     return render(request, "annotate/agreement.html", context)
 
 

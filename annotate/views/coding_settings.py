@@ -23,6 +23,7 @@ def _initial(study: Study) -> dict:
         "suggestions_after_first_choice": study.suggestions_after_first_choice,
         "exposure_experiment": study.exposure_experiment,
         "suggestion_min_confidence": study.suggestion_min_confidence,
+        "suggest_on_import": study.suggest_on_import,
     }
 
 
