@@ -71,6 +71,7 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "suggestion_quality_page": ("GET", PAGE_READ, {}),
     "suggestion_batch": ("POST", POST_WRITE, {}),
     "suggestion_retrain": ("POST", POST_WRITE, {}),
+    "suggestion_audit": ("POST", POST_OWNER, {"data": {"backend": "local"}}),
     "suggestion_panel": ("GET", PAGE_WRITE, {}),
     "suggestion_reject": ("POST", POST_WRITE, {}),
     # Teams and accounts (issue 14). Only staff start studies by default; nobody here is staff.
@@ -112,6 +113,8 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     # In a blind study a coder may not export: the file holds every coder's codes.
     "api-export": ("GET", (401, 404, 200, 403, 200), {"query": "?format=csv"}),
     "api-suggestion-quality": ("GET", API_READ, {}),
+    "api-exposure": ("GET", API_READ, {}),
+    "api-audits": ("GET", API_READ, {}),
     "incident-list": ("GET", (401, 200, 200, 200, 200), {}),  # each sees only their studies' incidents
     "incident-detail": ("GET", API_READ, {}),
     "incident-triage": ("POST", (401, 404, 403, 200, 200), {"json": {"status": "triaged", "assignee": "bob"}}),
