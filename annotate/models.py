@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from taxonomy.models import AxisValue, Codebook, FailureType
@@ -408,14 +409,29 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
     )
     celery_task_id = models.CharField(max_length=100, blank=True)
+    # Claims so far: each worker that takes the job counts one (annotate.jobs).
     attempts = models.PositiveIntegerField(default=0)
+    # The lease: which worker runs the job, and until when unless its heartbeat renews it.
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The id of the one run_job message sent for the job while it is pending ("" once a worker claimed it).
+    message_id = models.CharField(max_length=64, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    # How far the handler got, written in the same transaction as the work it describes.
+    checkpoint = models.JSONField(default=dict, blank=True)
+    # Why the job went back to pending (e.g. "worker lost"); shown while it is retried.
+    retry_reason = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["study", "kind", "status"])]
+        indexes = [
+            models.Index(fields=["study", "kind", "status"]),
+            models.Index(fields=["status", "lease_expires_at"], name="job_status_lease"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} job {self.pk} ({self.status})"
@@ -427,6 +443,30 @@ class Job(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (JobStatus.SUCCESS, JobStatus.FAILED)
+
+    @property
+    def stalled(self) -> bool:
+        """Running, but its worker stopped renewing the lease: beat will re-queue it."""
+        return self.status == JobStatus.RUNNING and (
+            self.lease_expires_at is None or self.lease_expires_at < timezone.now()
+        )
+
+    @property
+    def retried(self) -> bool:
+        return self.attempts > 1 or (self.status == JobStatus.PENDING and bool(self.retry_reason))
+
+    @property
+    def max_attempts(self) -> int:
+        return settings.FAULTLINE_JOB_MAX_ATTEMPTS
+
+    @property
+    def state(self) -> str:
+        """What the Jobs list and the job page call it: queued, running, stalled, retrying or the final status."""
+        if self.status == JobStatus.PENDING:
+            return "retrying" if self.retry_reason else "queued"
+        if self.status == JobStatus.RUNNING:
+            return "stalled" if self.stalled else "running"
+        return self.status
 
 
 class LocalModel(models.Model):

@@ -58,6 +58,7 @@ urlpatterns = [
     ),
     path("studies/<slug:slug>/import/", document_views.study_import, name="study_import"),
     path("jobs/<int:pk>/", jobs.job_status, name="job_status"),
+    path("studies/<slug:slug>/jobs/", jobs.study_job_list, name="study_job_list"),
     path("studies/<slug:slug>/analysis/", analysis_views.analysis_page, name="analysis_page"),
     path("studies/<slug:slug>/analysis/run/", analysis_views.analysis_run, name="analysis_run"),
     path(

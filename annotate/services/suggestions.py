@@ -20,12 +20,12 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
 from taxonomy.models import AxisValue, FailureType
 
-from ..jobs import job_start
+from ..jobs import job_checkpoint_save, job_start
 from ..labels import final_labels
 from ..models import (
     Adjudication,
@@ -201,8 +201,12 @@ def _store(
     codes: _CodeMap,
     existing: dict[tuple[int, str], Suggestion],
     job: Job | None,
+    on_stored: Callable[[list[Suggestion]], None] | None = None,
 ) -> list[Suggestion]:
-    """Write answers: new rows in bulk, failed rows of an earlier run updated in place."""
+    """Write answers: new rows in bulk, failed rows of an earlier run updated in place.
+
+    `on_stored(rows)` runs in the same transaction, so a job's checkpoint commits with its rows.
+    """
     new, stale = [], []
     for episode, key, answer in items:
         row = existing.get((episode.pk, key))
@@ -247,6 +251,8 @@ def _store(
                     "job",
                 ],
             )
+        if on_stored is not None:
+            on_stored(new + stale)
     return new + stale
 
 
@@ -282,6 +288,14 @@ def _answer_chunk(
     return out
 
 
+def _batch_plan(qs: QuerySet[Episode], limit: int | None) -> dict[str, Any]:
+    """A batch's fixed extent, taken when it starts: at most `limit` of the episodes up to the highest id now."""
+    agg = qs.order_by().aggregate(n=Count("id"), last=Max("id"))
+    total = min(agg["n"], limit) if limit else agg["n"]
+    counts = {"suggested": 0, "errors": 0, "flagged": 0, "input_tokens": 0, "output_tokens": 0}
+    return {"max_id": agg["last"] or 0, "after_id": 0, "done": 0, "total": total, "counts": counts, "cost": "0"}
+
+
 def suggestions_make(
     *,
     study: Study,
@@ -296,6 +310,12 @@ def suggestions_make(
 
     It writes Suggestion rows and nothing else (the audit checks that). With the
     local backend it first retrains the study's model when enough new labels exist.
+
+    Episodes are taken in id order, a chunk at a time. Run by a job, each chunk's
+    suggestions commit together with the job's checkpoint (how many episodes are
+    done, the last id, the counts), so a retried job continues after the last
+    committed chunk: it never suggests an episode twice, never goes past the
+    `limit` the batch started with, and reports the counts of the whole batch.
     """
     if suggester is None:
         _check_backend(backend)
@@ -310,22 +330,24 @@ def suggestions_make(
         prompt_version=suggester.prompt_version,
         episode_ids=episode_ids,
     )
-    episodes = list(qs[:limit] if limit else qs)
-    total = len(episodes)
+    checkpointed = job is not None and bool(job.lease_owner)
+    saved = (job.checkpoint or {}).get("suggest") if checkpointed else None
+    plan = dict(saved) if saved else _batch_plan(qs, limit)
+    counts, cost, total = dict(plan["counts"]), Decimal(plan["cost"]), plan["total"]
     progress = progress or (lambda done, total: None)
-    progress(0, total)
+    progress(plan["done"], total)
     codes = _CodeMap(study.codebook_id)
-    counts = {"episodes": total, "suggested": 0, "errors": 0, "flagged": 0, "input_tokens": 0, "output_tokens": 0}
-    cost = Decimal(0)
-    state = {"done": 0}
-
-    def tick() -> None:
-        state["done"] += 1
-        progress(state["done"], total)
-
     size = CHUNK[suggester.backend]
-    for start in range(0, total, size):
-        chunk = episodes[start : start + size]
+    while plan["done"] < total:
+        chunk = list(qs.filter(pk__gt=plan["after_id"], pk__lte=plan["max_id"])[: min(size, total - plan["done"])])
+        if not chunk:
+            break
+        ticks = [plan["done"]]
+
+        def tick(ticks=ticks) -> None:
+            ticks[0] += 1
+            progress(ticks[0], total)
+
         texts = [episode_text(e) for e in chunk]
         titles = [e.document.title for e in chunk]
         keys = [
@@ -342,24 +364,30 @@ def suggestions_make(
             [chunk[i].document for i in todo] if getattr(suggester, "reads_context", False) else None,
         )  # fmt: skip
         results = [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs]
-        for row in _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job):
-            counts["errors" if row.error else "suggested"] += 1
-            counts["flagged"] += int(row.evidence_flagged)
         for _, _, answer in results:
             counts["input_tokens"] += answer.input_tokens
             counts["output_tokens"] += answer.output_tokens
             cost += Decimal(str(round(answer.cost, 6)))
-        state["done"] = start + len(chunk)
-        progress(state["done"], total)
-    counts.update(
-        {
-            "backend": suggester.backend,
-            "model": suggester.model,
-            "cost": float(cost),
-            "trained_on": trained.n_train if trained is not None else None,
-        }
-    )
-    return counts
+        plan = {**plan, "after_id": chunk[-1].pk, "done": plan["done"] + len(chunk)}
+
+        def record(rows: list[Suggestion], plan=plan, cost=cost) -> None:
+            for row in rows:
+                counts["errors" if row.error else "suggested"] += 1
+                counts["flagged"] += int(row.evidence_flagged)
+            plan.update(counts=dict(counts), cost=str(cost))
+            if checkpointed:
+                job_checkpoint_save(job=job, checkpoint={"suggest": plan}, done=plan["done"], total=total)
+
+        _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job, on_stored=record)
+        progress(plan["done"], total)
+    return {
+        "episodes": total,
+        **counts,
+        "backend": suggester.backend,
+        "model": suggester.model,
+        "cost": float(cost),
+        "trained_on": trained.n_train if trained is not None else None,
+    }
 
 
 @transaction.atomic
