@@ -4,7 +4,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from . import analysis_tasks  # noqa: F401  (registers bootstrap_chunk with the worker)
-from .jobs import job_run, jobs_tend
+from .jobs import job_run
 
 
 # A database that is down when the message arrives: try again later with the same message id
@@ -21,12 +21,6 @@ def run_job(job_id: int) -> None:
     """Run a job once. A copy of the message, or a redelivery, finds the job claimed and does nothing;
     failures are recorded on the job, and a worker that dies is replaced through the job's lease."""
     job_run(job_id=job_id)
-
-
-@shared_task
-def tend_jobs() -> dict[str, int]:
-    """Beat: re-queue jobs whose worker was lost, and send pending jobs whose message the broker lost."""
-    return jobs_tend()
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)

@@ -19,14 +19,6 @@ if not app.conf.broker_url:
     app.conf.broker_url = "memory://"
 app.autodiscover_tasks()
 
-# Celery beat tends the jobs (annotate.jobs.jobs_tend): it re-queues jobs whose worker was lost and
-# sends pending jobs whose message never reached the broker or was lost with it. A round that no
-# worker took before the next one is due is dropped, so an idle queue does not fill up with them.
-_every = float(os.environ.get("FAULTLINE_REQUEUE_EVERY_S") or 30.0)
-app.conf.beat_schedule = {
-    "tend-jobs": {
-        "task": "annotate.tasks.tend_jobs",
-        "schedule": _every,
-        "options": {"expires": max(1.0, _every * 0.9)},
-    },
-}
+# Celery beat tends the jobs in its own process (config/beat.py, CELERY_BEAT_SCHEDULER); it has no
+# periodic tasks of its own.
+app.conf.beat_schedule = {}

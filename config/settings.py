@@ -251,6 +251,7 @@ FAULTLINE_JOB_MAX_ATTEMPTS = envint("FAULTLINE_JOB_MAX_ATTEMPTS", 5)
 # Beat tends the jobs every FAULTLINE_REQUEUE_EVERY_S; a pending job whose message the broker
 # lost (or never got) is sent again once it is FAULTLINE_REQUEUE_AFTER_S old.
 FAULTLINE_REQUEUE_EVERY_S = envfloat("FAULTLINE_REQUEUE_EVERY_S", 30.0)
+CELERY_BEAT_SCHEDULER = "config.beat:TendingScheduler"
 FAULTLINE_REQUEUE_AFTER_S = envfloat("FAULTLINE_REQUEUE_AFTER_S", 30.0)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("FAULTLINE_CELERY_QUEUE", "celery")
 # The queue of the bootstrap chunks. Empty: the default queue. Set it (e.g. "analysis") to run
