@@ -66,6 +66,7 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "agreement_page": ("GET", PAGE_READ, {}),
     "coverage_page": ("GET", PAGE_READ, {}),
     "triage_board": ("GET", PAGE_READ, {}),
+    "study_job_list": ("GET", PAGE_READ, {}),
     "incident_detail": ("GET", PAGE_READ, {}),
     "incident_move": ("POST", POST_WRITE, {"data": {"to_status": "triaged", "assignee": "bob"}}),
     "suggestion_quality_page": ("GET", PAGE_READ, {}),
