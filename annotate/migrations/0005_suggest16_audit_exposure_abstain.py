@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0003_ui14_invitations_and_auto_suggest'),
+        ('annotate', '0004_jobs13_job_lease'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
