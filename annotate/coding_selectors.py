@@ -355,6 +355,8 @@ HISTORY_FIELDS = [
     ("evidence", "Evidence"),
     ("evidence_span", "Evidence offsets"),
     ("from_suggestion", "From suggestion"),
+    ("decisive_step", "Decisive step"),
+    ("responsible_agent", "Responsible agent"),
     ("rationale", "Rationale"),
 ]
 ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
@@ -382,6 +384,8 @@ def _history_value(record, name: str, picker: Picker) -> str:
     if not hasattr(record, name):
         return ""
     value = getattr(record, name)
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value or "")
@@ -441,4 +445,9 @@ def side_by_side(codings: list[Coding], picker: Picker) -> list[tuple[str, bool,
         ("Needs a new type", "needs_new_type" in differ, ["yes" if c.needs_new_type else "no" for c in codings])
     )
     rows.append(("Confidence", False, [c.get_confidence_display() for c in codings]))
+    if any(c.decisive_step is not None or c.responsible_agent for c in codings):
+        steps = ["—" if c.decisive_step is None else f"#{c.decisive_step}" for c in codings]
+        agents = [c.responsible_agent or "—" for c in codings]
+        rows.append(("Decisive step", len(set(steps)) > 1, steps))
+        rows.append(("Responsible agent", len(set(agents)) > 1, agents))
     return rows

@@ -30,6 +30,7 @@ HANDLERS: dict[str, str] = {
     "suggest": "annotate.services.suggestions.job_suggest",
     "retrain": "annotate.services.suggestions.job_retrain",
     "import": "annotate.services.imports.job_import",
+    "import_traces": "annotate.services.traces.job_import_traces",
     "export_parquet": "annotate.services.datasets.job_export_parquet",
     "bootstrap": "annotate.analysis_tasks.job_bootstrap",
 }

@@ -15,6 +15,7 @@ from ..access import study_view
 from ..incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
 from ..models import Document, DocumentKind, Membership, Role, Study, TriageStatus
 from ..services.incidents import SEVERITIES, incident_move
+from ..trace_selectors import has_steps, trace_window
 
 # A screenshot sent inline is shown only if it is plainly a base64 raster image.
 DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")
@@ -92,7 +93,8 @@ def incident_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse
         "responsibility": responsibilities(study, [document])[document.pk],
         "artifacts": _artifact_views(document),
         "events": document.triage_events.select_related("actor", "assignee"),
-        "trace": json.dumps(trace, indent=2, ensure_ascii=False)[:SHOW_CHARS] if trace is not None else "",
+        "trace_json": json.dumps(trace, indent=2, ensure_ascii=False)[:SHOW_CHARS] if trace is not None else "",
+        "trace": trace_window(document) if has_steps(document) else None,
         "similar": similar_incidents(study, document),
         "statuses": TriageStatus.choices,
         "assignees": [m.user for m in Membership.objects.filter(study=study, role__in=(Role.OWNER, Role.CODER))

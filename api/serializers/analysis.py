@@ -72,7 +72,7 @@ def grid(help_text: str, null: bool = True):
 
 
 class KindSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["github_issue", "literature", "incident"])
+    kind = serializers.ChoiceField(choices=["github_issue", "literature", "incident", "trace"])
     label = serializers.CharField()
     status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
