@@ -411,6 +411,8 @@ def _otlp_value(v: Any) -> Any:
 def _otlp_attrs(items: Any, where: str) -> dict[str, Any]:
     if items in (None, ""):
         return {}
+    if isinstance(items, dict):  # some exporters write a plain map
+        return _flatten(items)
     if not isinstance(items, list):
         raise ImportFileError(f"{where}: attributes must be a list of key/value pairs")
     return {str(kv.get("key")): _otlp_value(kv.get("value")) for kv in items if isinstance(kv, dict)}
@@ -454,13 +456,14 @@ def otlp_spans(data: Any, where: str) -> list[Span]:
         for s_i, ss in enumerate(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []):
             for n, raw in enumerate((ss or {}).get("spans") or []):
                 at = f"{where} resourceSpans[{r}].scopeSpans[{s_i}].spans[{n}]"
-                if not isinstance(raw, dict) or not raw.get("spanId") or not raw.get("traceId"):
-                    raise ImportFileError(f"{at}: a span needs traceId and spanId")
+                if not isinstance(raw, dict):
+                    raise ImportFileError(f"{at}: a span must be an object")
                 status = raw.get("status") or {}
                 code = status.get("code")
                 spans.append(
                     Span(
-                        trace_id=str(raw["traceId"]), span_id=str(raw["spanId"]),
+                        # A hand-written trace may leave the ids out: one trace, spans in file order.
+                        trace_id=str(raw.get("traceId") or "trace"), span_id=str(raw.get("spanId") or f"#{len(spans)}"),
                         parent_id=str(raw.get("parentSpanId") or ""), name=str(raw.get("name") or ""),
                         start=_nanos(raw.get("startTimeUnixNano"), "startTimeUnixNano", at),
                         end=_nanos(raw.get("endTimeUnixNano"), "endTimeUnixNano", at),

@@ -251,15 +251,21 @@ def trace_step_count(document: Document) -> int:
 def trace_steps_of_value(trace: Any) -> list[Step]:
     """Steps of a trace sent with an incident: OTLP/JSON or OpenInference spans, detected by shape.
 
-    Raises ValidationError({"trace": ...}) when it is neither, naming what is wrong.
+    Incidents take any JSON as their trace (it is kept as sent); a trace in neither span format
+    gets no steps and is shown as JSON. A span trace that is malformed is a field error.
     """
     from ..traces import parse_trace_value
 
-    fmt = "otlp" if isinstance(trace, dict) and "resourceSpans" in trace else "openinference"
+    if isinstance(trace, dict) and "resourceSpans" in trace:
+        fmt = "otlp"
+    elif isinstance(trace, list) and trace and all(isinstance(s, dict) and "context" in s for s in trace):
+        fmt = "openinference"
+    else:
+        return []
     try:
         records = parse_trace_value(trace, fmt, "trace")
     except ImportFileError as exc:
-        raise ValidationError({"trace": f"Send OTLP/JSON or OpenInference spans: {exc}"}) from None
+        raise ValidationError({"trace": f"This {fmt} trace is malformed: {exc}"}) from None
     steps: list[Step] = []
     for tr in records:  # several trace ids in one incident: one step list, in file order
         offset = len(steps)
