@@ -207,6 +207,11 @@ class AgreementDocumentSerializer(serializers.Serializer):
     coders = serializers.ListField(child=serializers.CharField())
     axes = AxisAgreementSerializer(many=True)
     worst_types = WorstTypeSerializer(many=True)
+    attribution = serializers.DictField(
+        help_text="Trace episodes: agreement on the responsible agent (kappa, alpha) and the decisive step (exact, "
+        "within 1 and 3 steps), and accuracy of each coder, the final labels and each suggester against the "
+        "reference attribution (Wilson intervals, with n)."
+    )
     generated_at = serializers.DateTimeField()
 
 
