@@ -131,8 +131,8 @@ def attribution_text(a: dict | None) -> list[str]:
     else:
         out.append(f"  responsible agent: not enough data ({agent['reason']})")
     if step["status"] == "ok":
-        out.append(f"  decisive step ({step['n_episodes']} episodes, {step['n_pairs']} coder pairs): "
-                   f"exact {_est(step['exact'])}, ±1 {_est(step['within_1'])}, ±3 {_est(step['within_3'])}")  # fmt: skip
+        head = f"  decisive step ({step['n_episodes']} episodes, {step['n_pairs']} coder pairs)"
+        out.append(f"{head}: exact {_est(step['exact'])}, ±1 {_est(step['within_1'])}, ±3 {_est(step['within_3'])}")
     else:
         out.append("  decisive step: not enough data (fewer than 2 episodes with steps from two coders)")
     ref = a["reference"]

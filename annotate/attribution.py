@@ -81,7 +81,9 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
     )
     adjudications = {
         a.episode_id: a
-        for a in Adjudication.objects.filter(episode_id__in=ids).only("episode_id", "decisive_step", "responsible_agent")
+        for a in Adjudication.objects.filter(episode_id__in=ids).only(
+            "episode_id", "decisive_step", "responsible_agent"
+        )
     }
     by_episode: dict[int, list[Coding]] = {}
     for c in codings:
@@ -99,9 +101,7 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
             step_m[u, r] = c.decisive_step
         agent_s[u][r] = norm_agent(c.responsible_agent)
     vocab = sorted({a for rows in agent_s for a in rows if a})
-    agent_m = np.array(
-        [[vocab.index(a) if a else -1 for a in rows] for rows in agent_s], dtype=np.int64
-    ).reshape(U, R)
+    agent_m = np.array([[vocab.index(a) if a else -1 for a in rows] for rows in agent_s], dtype=np.int64).reshape(U, R)
     agent_res = stats.agreement(agent_m, max(len(vocab), 2), B=bootstrap, seed=seed, level=level)
     step_res = step_agreement(step_m, B=bootstrap, seed=seed, level=level)
     agreement = {
@@ -114,10 +114,15 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
             "fleiss_kappa": _est(agent_res.fleiss_kappa),
             "krippendorff_alpha": _est(agent_res.krippendorff_alpha),
             "pairs": [
-                {"a": names.get(coder_ids[p.coder_a], ""), "b": names.get(coder_ids[p.coder_b], ""), "n": p.n,
-                 "percent_agreement": _est(p.percent), "cohen_kappa": _est(p.kappa)}
+                {
+                    "a": names.get(coder_ids[p.coder_a], ""),
+                    "b": names.get(coder_ids[p.coder_b], ""),
+                    "n": p.n,
+                    "percent_agreement": _est(p.percent),
+                    "cohen_kappa": _est(p.kappa),
+                }
                 for p in agent_res.pairs
-            ],  # fmt: skip
+            ],
         },
         "step": {
             "status": "ok" if step_res.n_units >= 2 else "not_enough_data",
@@ -137,12 +142,22 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
         s = [mine[e].decisive_step if e in mine and mine[e].decisive_step is not None else -1 for e in ref_ids]
         rows.append(_accuracy_row(names.get(coder, str(coder)), "coder", a, ref_agent, s, ref_step, level))
     finals = [
-        final_attribution(adjudication=adjudications.get(e), codings=by_episode.get(e, []),
-                          k=study.coders_per_episode, study=study)
+        final_attribution(
+            adjudication=adjudications.get(e), codings=by_episode.get(e, []), k=study.coders_per_episode, study=study
+        )
         for e in ref_ids
-    ]  # fmt: skip
-    rows.append(_accuracy_row("final labels", "final", [f.agent for f in finals], ref_agent,
-                              [-1 if f.step is None else f.step for f in finals], ref_step, level))  # fmt: skip
+    ]
+    rows.append(
+        _accuracy_row(
+            "final labels",
+            "final",
+            [f.agent for f in finals],
+            ref_agent,
+            [-1 if f.step is None else f.step for f in finals],
+            ref_step,
+            level,
+        )
+    )
     latest: dict[tuple[str, int], Suggestion] = {}
     for sug in (
         Suggestion.objects.filter(episode_id__in=ref_ids, error="")

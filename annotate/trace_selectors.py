@@ -107,17 +107,22 @@ def trace_window(document: Document, *, start: int = 0, limit: int = WINDOW, que
     query = query.strip()[:200]
     if query:
         qs = qs.filter(
-            Q(name__icontains=query) | Q(agent__icontains=query) | Q(input__icontains=query)
-            | Q(output__icontains=query) | Q(error__icontains=query)
-        )  # fmt: skip
+            Q(name__icontains=query)
+            | Q(agent__icontains=query)
+            | Q(input__icontains=query)
+            | Q(output__icontains=query)
+            | Q(error__icontains=query)
+        )
     steps = list(
         qs.order_by("index")
         .defer("input", "output")
         .annotate(
-            input_head=Substr("input", 1, PREVIEW), output_head=Substr("output", 1, PREVIEW),
-            input_len=Length("input"), output_len=Length("output"),
+            input_head=Substr("input", 1, PREVIEW),
+            output_head=Substr("output", 1, PREVIEW),
+            input_len=Length("input"),
+            output_len=Length("output"),
         )[: limit + 1]
-    )  # fmt: skip
+    )
     more = len(steps) > limit
     steps = steps[:limit]
     by_step: dict[int, list[Artifact]] = {}
@@ -131,10 +136,16 @@ def trace_window(document: Document, *, start: int = 0, limit: int = WINDOW, que
     for s in steps:
         arts = by_step.get(s.pk, [])
         row = StepRow(
-            step=s, lane=lanes.get(s.agent, LANES), input_head=s.input_head or "", output_head=s.output_head or "",
-            input_len=s.input_len or 0, output_len=s.output_len or 0, artifacts=arts,
-            evidence=evidence_state(s, len(arts)), has_children=s.index in parents,
-        )  # fmt: skip
+            step=s,
+            lane=lanes.get(s.agent, LANES),
+            input_head=s.input_head or "",
+            output_head=s.output_head or "",
+            input_len=s.input_len or 0,
+            output_len=s.output_len or 0,
+            artifacts=arts,
+            evidence=evidence_state(s, len(arts)),
+            has_children=s.index in parents,
+        )
         if s.started_at and s.ended_at:
             row.duration_ms = max(0.0, (s.ended_at - s.started_at).total_seconds() * 1000)
         if span and s.started_at:
@@ -143,9 +154,16 @@ def trace_window(document: Document, *, start: int = 0, limit: int = WINDOW, que
             row.width_pct = round(max(0.3, 100 * (end - s.started_at).total_seconds() / span), 2)
         rows.append(row)
     return TraceWindow(
-        document=document, total=int(summary.get("steps") or 0), agents=agents, rows=rows, start=start,
-        next_start=(steps[-1].index + 1) if more else None, query=query, t0=t0, t1=t1,
-    )  # fmt: skip
+        document=document,
+        total=int(summary.get("steps") or 0),
+        agents=agents,
+        rows=rows,
+        start=start,
+        next_start=(steps[-1].index + 1) if more else None,
+        query=query,
+        t0=t0,
+        t1=t1,
+    )
 
 
 def step_text(document: Document, index: int, part: str) -> str | None:

@@ -255,9 +255,15 @@ def parse_whowhen(data: Any, where: str) -> TraceRecord:
         raw["system_prompt_agents"] = sorted(data["system_prompt"])
     head = f"Question: {question}" if question else ""
     record = _record(
-        fmt="whowhen", external_id=external_id, cluster=f"who&when:{subset}", title=question or external_id,
-        steps=steps, meta=meta, raw=raw, head=head,
-    )  # fmt: skip
+        fmt="whowhen",
+        external_id=external_id,
+        cluster=f"who&when:{subset}",
+        title=question or external_id,
+        steps=steps,
+        meta=meta,
+        raw=raw,
+        head=head,
+    )
     return TraceRecord(record, steps, reference)
 
 
@@ -280,16 +286,29 @@ def _log_steps(text: str) -> list[Step]:
         for i, m in enumerate(heads):
             end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
             body = text[m.end() : end].strip("\n")
-            steps.append(Step(index=i, agent=m["who"].strip()[:200], kind=StepKind.MESSAGE,
-                              name=m["what"].strip()[:NAME_LIMIT], output=clean_text(body)))  # fmt: skip
+            steps.append(
+                Step(
+                    index=i,
+                    agent=m["who"].strip()[:200],
+                    kind=StepKind.MESSAGE,
+                    name=m["what"].strip()[:NAME_LIMIT],
+                    output=clean_text(body),
+                )
+            )
         return steps
     blocks = [b for b in _DASHES.split(text) if b.strip()]
     if len(blocks) > 1:
         steps = []
         for i, block in enumerate(blocks):
             m = _COMM_FROM.search(block) or _COMM_NEW.search(block)
-            steps.append(Step(index=i, agent=(m["who"].strip() if m else "")[:200], kind=StepKind.MESSAGE,
-                              output=clean_text(block.strip("\n"))))  # fmt: skip
+            steps.append(
+                Step(
+                    index=i,
+                    agent=(m["who"].strip() if m else "")[:200],
+                    kind=StepKind.MESSAGE,
+                    output=clean_text(block.strip("\n")),
+                )
+            )
         return steps
     return [Step(index=0, kind=StepKind.MESSAGE, output=clean_text(text))]
 
@@ -351,9 +370,14 @@ def parse_mast(data: Any, where: str) -> TraceRecord:
     )
     name = f"{meta.get('mas_name', 'MAST')} · {meta.get('benchmark_name', '')} · trace {meta.get('trace_id', '?')}"
     record = _record(
-        fmt="mast", external_id=external_id, cluster=str(meta.get("mas_name") or "mast"),
-        title=f"{name}: {title}" if title else name, steps=steps, meta=meta, raw=raw,
-    )  # fmt: skip
+        fmt="mast",
+        external_id=external_id,
+        cluster=str(meta.get("mas_name") or "mast"),
+        title=f"{name}: {title}" if title else name,
+        steps=steps,
+        meta=meta,
+        raw=raw,
+    )
     return TraceRecord(record, steps, reference)
 
 
@@ -463,18 +487,24 @@ def otlp_spans(data: Any, where: str) -> list[Span]:
                 spans.append(
                     Span(
                         # A hand-written trace may leave the ids out: one trace, spans in file order.
-                        trace_id=str(raw.get("traceId") or "trace"), span_id=str(raw.get("spanId") or f"#{len(spans)}"),
-                        parent_id=str(raw.get("parentSpanId") or ""), name=str(raw.get("name") or ""),
+                        trace_id=str(raw.get("traceId") or "trace"),
+                        span_id=str(raw.get("spanId") or f"#{len(spans)}"),
+                        parent_id=str(raw.get("parentSpanId") or ""),
+                        name=str(raw.get("name") or ""),
                         start=_nanos(raw.get("startTimeUnixNano"), "startTimeUnixNano", at),
                         end=_nanos(raw.get("endTimeUnixNano"), "endTimeUnixNano", at),
                         status=_STATUS.get(code, ""),
                         status_message=str(status.get("message") or ""),
-                        attrs=_otlp_attrs(raw.get("attributes"), at), service=service,
-                        events=[{"name": e.get("name"), "attrs": _otlp_attrs(e.get("attributes"), at)}
-                                for e in raw.get("events") or [] if isinstance(e, dict)],
+                        attrs=_otlp_attrs(raw.get("attributes"), at),
+                        service=service,
+                        events=[
+                            {"name": e.get("name"), "attrs": _otlp_attrs(e.get("attributes"), at)}
+                            for e in raw.get("events") or []
+                            if isinstance(e, dict)
+                        ],
                         order=len(spans),
                     )
-                )  # fmt: skip
+                )
     return spans
 
 
@@ -503,15 +533,20 @@ def openinference_spans(data: Any, where: str) -> list[Span]:
         code = str(raw.get("status_code") or flat.get("status.status_code") or "").upper()
         spans.append(
             Span(
-                trace_id=str(trace_id), span_id=str(span_id), parent_id=str(raw.get("parent_id") or ""),
-                name=str(raw.get("name") or ""), start=_iso(raw.get("start_time"), "start_time", at),
+                trace_id=str(trace_id),
+                span_id=str(span_id),
+                parent_id=str(raw.get("parent_id") or ""),
+                name=str(raw.get("name") or ""),
+                start=_iso(raw.get("start_time"), "start_time", at),
                 end=_iso(raw.get("end_time"), "end_time", at),
                 status=_STATUS.get(code, ""),
-                status_message=str(raw.get("status_message") or ""), attrs=attrs,
+                status_message=str(raw.get("status_message") or ""),
+                attrs=attrs,
                 service=str(attrs.get("openinference.project.name") or attrs.get("session.id") or ""),
-                events=[e for e in raw.get("events") or [] if isinstance(e, dict)], order=n,
+                events=[e for e in raw.get("events") or [] if isinstance(e, dict)],
+                order=n,
             )
-        )  # fmt: skip
+        )
     return spans
 
 
@@ -555,8 +590,13 @@ def _genai_tool_calls(value: Any) -> list[dict]:
     for m in value if isinstance(value, list) else []:
         for part in (m.get("parts") or []) if isinstance(m, dict) else []:
             if isinstance(part, dict) and part.get("type") == "tool_call":
-                calls.append({"id": str(part.get("id") or ""), "name": str(part.get("name") or ""),
-                              "arguments": _text(part.get("arguments"))})  # fmt: skip
+                calls.append(
+                    {
+                        "id": str(part.get("id") or ""),
+                        "name": str(part.get("name") or ""),
+                        "arguments": _text(part.get("arguments")),
+                    }
+                )
     return calls
 
 
@@ -602,8 +642,13 @@ def _oi_tool_calls(attrs: dict) -> list[dict]:
     calls = []
     for m in _indexed(attrs, "llm.output_messages"):
         for tc in _indexed(m, "message.tool_calls"):
-            calls.append({"id": str(tc.get("tool_call.id") or ""), "name": str(tc.get("tool_call.function.name") or ""),
-                          "arguments": _text(tc.get("tool_call.function.arguments"))})  # fmt: skip
+            calls.append(
+                {
+                    "id": str(tc.get("tool_call.id") or ""),
+                    "name": str(tc.get("tool_call.function.name") or ""),
+                    "arguments": _text(tc.get("tool_call.function.arguments")),
+                }
+            )
     return calls
 
 
@@ -617,8 +662,17 @@ def _describe(span: Span) -> dict[str, Any]:
     a = span.attrs
     op = str(a.get("gen_ai.operation.name") or "")
     oi = str(a.get("openinference.span.kind") or "").upper()
-    d: dict[str, Any] = {"kind": StepKind.OTHER, "name": span.name, "agent": "", "input": "", "output": "",
-                         "call_id": "", "requests": [], "results": {}, "agent_span": False}  # fmt: skip
+    d: dict[str, Any] = {
+        "kind": StepKind.OTHER,
+        "name": span.name,
+        "agent": "",
+        "input": "",
+        "output": "",
+        "call_id": "",
+        "requests": [],
+        "results": {},
+        "agent_span": False,
+    }
     d["agent"] = str(a.get("gen_ai.agent.name") or a.get("agent.name") or a.get("graph.node.name") or "")
     if op == "execute_tool" or oi == "TOOL":
         d["kind"] = StepKind.TOOL_CALL
@@ -630,10 +684,16 @@ def _describe(span: Span) -> dict[str, Any]:
         d["kind"] = _OI_KINDS.get(oi, StepKind.LLM_CALL)
         model = a.get("gen_ai.request.model") or a.get("llm.model_name") or ""
         d["name"] = span.name or f"{op} {model}".strip()
-        d["input"] = (_messages_text(a["gen_ai.input.messages"]) if "gen_ai.input.messages" in a
-                      else _text(a.get("input.value")) or _oi_messages_text(a, "llm.input_messages"))  # fmt: skip
-        d["output"] = (_messages_text(a["gen_ai.output.messages"]) if "gen_ai.output.messages" in a
-                       else _text(a.get("output.value")) or _oi_messages_text(a, "llm.output_messages"))  # fmt: skip
+        d["input"] = (
+            _messages_text(a["gen_ai.input.messages"])
+            if "gen_ai.input.messages" in a
+            else _text(a.get("input.value")) or _oi_messages_text(a, "llm.input_messages")
+        )
+        d["output"] = (
+            _messages_text(a["gen_ai.output.messages"])
+            if "gen_ai.output.messages" in a
+            else _text(a.get("output.value")) or _oi_messages_text(a, "llm.output_messages")
+        )
         d["requests"] = _genai_tool_calls(a.get("gen_ai.output.messages")) or _oi_tool_calls(a)
         d["results"] = _genai_tool_results(a.get("gen_ai.input.messages"))
     else:
@@ -693,10 +753,19 @@ def spans_to_steps(spans: list[Span]) -> list[Step]:
         if d["agent_span"]:
             kind = StepKind.HANDOFF if parent_agent and d["agent"] and d["agent"] != parent_agent else StepKind.OTHER
         step = Step(
-            index=len(steps), agent=agent[:200], kind=kind, name=d["name"][:NAME_LIMIT], input=d["input"],
-            output=d["output"], parent_index=parent_index, span_id=span.span_id[:100], started_at=span.start,
-            ended_at=span.end, status=span.status, error=_span_error(span),
-        )  # fmt: skip
+            index=len(steps),
+            agent=agent[:200],
+            kind=kind,
+            name=d["name"][:NAME_LIMIT],
+            input=d["input"],
+            output=d["output"],
+            parent_index=parent_index,
+            span_id=span.span_id[:100],
+            started_at=span.start,
+            ended_at=span.end,
+            status=span.status,
+            error=_span_error(span),
+        )
         if kind == StepKind.TOOL_CALL:
             if not step.output and d["call_id"] in results:
                 step.output = results[d["call_id"]]
@@ -706,11 +775,19 @@ def spans_to_steps(spans: list[Span]) -> list[Step]:
             if call["id"] and call["id"] in executed:
                 continue
             result = results.get(call["id"], "") if call["id"] else ""
-            steps.append(Step(
-                index=len(steps), agent=agent[:200], kind=StepKind.TOOL_CALL, name=call["name"][:NAME_LIMIT],
-                input=call["arguments"], output=result, parent_index=step.index, ran=bool(result),
-                span_id=f"{span.span_id}/{call['id']}"[:100] if call["id"] else "",
-            ))  # fmt: skip
+            steps.append(
+                Step(
+                    index=len(steps),
+                    agent=agent[:200],
+                    kind=StepKind.TOOL_CALL,
+                    name=call["name"][:NAME_LIMIT],
+                    input=call["arguments"],
+                    output=result,
+                    parent_index=step.index,
+                    ran=bool(result),
+                    span_id=f"{span.span_id}/{call['id']}"[:100] if call["id"] else "",
+                )
+            )
         for child in sorted(children.get(span.span_id, []), key=key, reverse=True):
             stack.append((child, step.index, agent))
     return steps
@@ -729,9 +806,14 @@ def _span_records(spans: list[Span], fmt: str, where: str) -> list[TraceRecord]:
         cluster = service or (agents[0] if agents else fmt)
         title = f"{root.name}" + (f" ({root.agent})" if root and root.agent else "") if root else trace_id
         record = _record(
-            fmt=fmt, external_id=f"{fmt}:{trace_id}", cluster=cluster, title=title, steps=steps,
-            meta={"trace_id": trace_id, "service": service}, raw={"trace_id": trace_id, "spans": len(group)},
-        )  # fmt: skip
+            fmt=fmt,
+            external_id=f"{fmt}:{trace_id}",
+            cluster=cluster,
+            title=title,
+            steps=steps,
+            meta={"trace_id": trace_id, "service": service},
+            raw={"trace_id": trace_id, "spans": len(group)},
+        )
         out.append(TraceRecord(record, steps, {}))
     return out
 

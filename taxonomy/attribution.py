@@ -51,7 +51,7 @@ def step_agreement(steps: np.ndarray, *, B: int = 1000, seed: int = 0, level: fl
     U = int(sub.shape[0])
     if U < 2:
         none = Estimate(None, reason="fewer than 2 episodes with decisive steps from two or more coders")
-        return StepAgreement(U, int(_unit_pairs(sub, 0)[1].sum()) if U else 0, {t: none for t in TOLERANCES})
+        return StepAgreement(U, int(_unit_pairs(sub, 0)[1].sum()) if U else 0, dict.fromkeys(TOLERANCES, none))
     rng = np.random.default_rng(seed)
     weights = np.stack([np.bincount(rng.integers(0, U, size=U), minlength=U) for _ in range(B)]).astype(float)
     out = {}

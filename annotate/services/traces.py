@@ -29,11 +29,23 @@ UPLOAD_DIR = "imports"
 
 def _step_row(document_id: int, s: Step) -> dict[str, Any]:
     return {
-        "document_id": document_id, "index": s.index, "parent_index": s.parent_index, "depth": s.depth,
-        "span_id": s.span_id, "agent": s.agent, "kind": str(s.kind), "name": s.name, "input": s.input,
-        "output": s.output, "started_at": s.started_at, "ended_at": s.ended_at, "status": str(s.status),
-        "error": s.error, "paired_index": s.paired_index, "ran": s.ran,
-    }  # fmt: skip
+        "document_id": document_id,
+        "index": s.index,
+        "parent_index": s.parent_index,
+        "depth": s.depth,
+        "span_id": s.span_id,
+        "agent": s.agent,
+        "kind": str(s.kind),
+        "name": s.name,
+        "input": s.input,
+        "output": s.output,
+        "started_at": s.started_at,
+        "ended_at": s.ended_at,
+        "status": str(s.status),
+        "error": s.error,
+        "paired_index": s.paired_index,
+        "ran": s.ran,
+    }
 
 
 def steps_write(*, document_id: int, steps: list[Step]) -> None:
@@ -71,8 +83,9 @@ def artifacts_link(*, document: Document, artifacts: Iterable[TraceArtifact]) ->
             step_id = by_index.get(a.step)
             if step_id is None:
                 errors[f"artifacts[{n}].step"] = f"The trace has no step {a.step}."
-        out.append(Artifact(document=document, step_id=step_id, kind=a.kind, name=a.name[:300],
-                            content=a.content, url=a.url))  # fmt: skip
+        out.append(
+            Artifact(document=document, step_id=step_id, kind=a.kind, name=a.name[:300], content=a.content, url=a.url)
+        )
     if errors:
         raise ValidationError(errors)
     return Artifact.objects.bulk_create(out)
@@ -83,10 +96,12 @@ def _references_write(study: Study, refs: dict[str, dict]) -> None:
     if not refs:
         return
     episodes = list(
-        Episode.objects.filter(document__study=study, document__kind=DocumentKind.TRACE, order=0,
-                               document__external_id__in=list(refs)).select_related("document").only(
-            "pk", "reference", "document__external_id")
-    )  # fmt: skip
+        Episode.objects.filter(
+            document__study=study, document__kind=DocumentKind.TRACE, order=0, document__external_id__in=list(refs)
+        )
+        .select_related("document")
+        .only("pk", "reference", "document__external_id")
+    )
     stale = []
     for ep in episodes:
         ref = refs[ep.document.external_id]
@@ -205,9 +220,11 @@ def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
         raise ValidationError({"file": f"'{name}' is not a supported trace file: use .json or .jsonl."})
     if uploaded_file.size > upload_max_bytes():
         raise ValidationError(
-            {"file": f"'{name}' is {uploaded_file.size / 1048576:.1f} MB; uploads are limited to "
-                     f"{settings.FAULTLINE_MAX_UPLOAD_MB} MB (FAULTLINE_MAX_UPLOAD_MB)."}
-        )  # fmt: skip
+            {
+                "file": f"'{name}' is {uploaded_file.size / 1048576:.1f} MB; uploads are limited to "
+                f"{settings.FAULTLINE_MAX_UPLOAD_MB} MB (FAULTLINE_MAX_UPLOAD_MB)."
+            }
+        )
     if uploaded_file.size == 0:
         raise ValidationError({"file": f"'{name}' is empty."})
     directory = Path(settings.MEDIA_ROOT) / UPLOAD_DIR

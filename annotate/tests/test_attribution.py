@@ -30,10 +30,13 @@ def traces(study):
 
 def values(codes, step=None, agent=""):
     return CodingValues(
-        failure_type=codes.type("TUS-03"), source=codes.source("agent_design"),
-        stage=codes.stage("iterative_execution"), capability=codes.capability("actuation"),
-        decisive_step=step, responsible_agent=agent,
-    )  # fmt: skip
+        failure_type=codes.type("TUS-03"),
+        source=codes.source("agent_design"),
+        stage=codes.stage("iterative_execution"),
+        capability=codes.capability("actuation"),
+        decisive_step=step,
+        responsible_agent=agent,
+    )
 
 
 def test_a_coding_keeps_its_attribution_with_history(traces, bob, codes):
@@ -98,11 +101,19 @@ def test_the_adjudicated_attribution_is_the_final_one(traces, alice, bob, codes)
     ep = traces[0]
     coding_save(episode=ep, coder=bob, values=values(codes, 0, "a"), version=None)
     coding_save(episode=ep, coder=alice, values=values(codes, 1, "b"), version=None)
-    adjudication_save(episode=ep, adjudicator=alice, values=AdjudicationValues(
-        failure_type=codes.type("TUS-03"), source=codes.source("agent_design"),
-        stage=codes.stage("iterative_execution"), capability=codes.capability("actuation"),
-        rationale="step 0 decided it", decisive_step=ep.reference["step"], responsible_agent=ep.reference["agent"],
-    ))  # fmt: skip
+    adjudication_save(
+        episode=ep,
+        adjudicator=alice,
+        values=AdjudicationValues(
+            failure_type=codes.type("TUS-03"),
+            source=codes.source("agent_design"),
+            stage=codes.stage("iterative_execution"),
+            capability=codes.capability("actuation"),
+            rationale="step 0 decided it",
+            decisive_step=ep.reference["step"],
+            responsible_agent=ep.reference["agent"],
+        ),
+    )
     a = agreement_document(ep.study, bootstrap=100)["attribution"]
     final = next(r for r in a["reference"]["raters"] if r["rater"] == "final labels")
     assert final["step"]["exact"]["k"] == 1 and final["agent"]["k"] == 1
@@ -110,8 +121,9 @@ def test_the_adjudicated_attribution_is_the_final_one(traces, alice, bob, codes)
 
 def test_the_agreement_command_prints_the_attribution(traces, alice, bob, codes):
     for ep in traces[:3]:
-        coding_save(episode=ep, coder=bob, values=values(codes, ep.reference["step"], ep.reference["agent"]),
-                    version=None)  # fmt: skip
+        coding_save(
+            episode=ep, coder=bob, values=values(codes, ep.reference["step"], ep.reference["agent"]), version=None
+        )
     out = StringIO()
     call_command("agreement", "--study", traces[0].study.slug, "--bootstrap", "100", stdout=out)
     text = out.getvalue()

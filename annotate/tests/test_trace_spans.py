@@ -41,7 +41,7 @@ def test_it_builds_the_span_tree_of_an_otlp_trace(study, tmp_path):
     ]
     s = steps_of(doc)
     assert s["invoke_agent coder"].kind == "handoff" and s["invoke_agent planner"].kind == "other"
-    assert s["chat gpt-4o"].kind == "llm_call" and "fix the bug" in s["chat gpt-4o"].input
+    assert s["chat gpt-4o"].kind == "llm_call" and "fix it" in s["chat gpt-4o"].input
     assert s["run_tests"].parent_index == s["invoke_agent coder"].index
     assert s["run_tests"].output == "3 passed, 1 failed"
     assert s["write_file"].status == "error" and "PermissionError" in s["write_file"].error
@@ -50,11 +50,15 @@ def test_it_builds_the_span_tree_of_an_otlp_trace(study, tmp_path):
 
 
 def test_an_artifact_linked_by_span_id_evidences_the_effect_under_its_step(study):
-    result, (doc,) = trace_import_value(
-        study=study, data=otlp_trace(), fmt="otlp",
-        artifacts=[TraceArtifact("diff", "app.py", content="+fix", span_id="t1"),
-                   TraceArtifact("test_result", "junit", content="ok", step=0)],
-    )  # fmt: skip
+    _, (doc,) = trace_import_value(
+        study=study,
+        data=otlp_trace(),
+        fmt="otlp",
+        artifacts=[
+            TraceArtifact("diff", "app.py", content="+fix", span_id="t1"),
+            TraceArtifact("test_result", "junit", content="ok", step=0),
+        ],
+    )
     s = steps_of(doc)
     assert Artifact.objects.get(name="app.py").step == s["run_tests"]
     assert Artifact.objects.get(name="junit").step == s["invoke_agent planner"]
@@ -67,8 +71,12 @@ def test_an_artifact_linked_by_span_id_evidences_the_effect_under_its_step(study
 
 def test_an_artifact_naming_an_unknown_span_is_a_field_error_and_nothing_is_stored(study):
     with pytest.raises(ValidationError) as exc:
-        trace_import_value(study=study, data=otlp_trace(), fmt="otlp",
-                           artifacts=[TraceArtifact("diff", "x", content="y", span_id="nope")])  # fmt: skip
+        trace_import_value(
+            study=study,
+            data=otlp_trace(),
+            fmt="otlp",
+            artifacts=[TraceArtifact("diff", "x", content="y", span_id="nope")],
+        )
     assert "artifacts[0].span_id" in exc.value.message_dict
     assert not Document.objects.filter(study=study).exists()
 

@@ -47,8 +47,13 @@ def trace_step_text(request: HttpRequest, study: Study, pk: int, index: int, par
 @study_view("owner")
 def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
     """Upload a trace file (OTLP, OpenInference, Who&When or MAST); the import runs as a Job."""
-    context = {"study": study, "max_upload_mb": settings.FAULTLINE_MAX_UPLOAD_MB, "max_bytes": upload_max_bytes(),
-               "trace_formats": FORMATS, "trace_format": request.POST.get("format", "")}  # fmt: skip
+    context = {
+        "study": study,
+        "max_upload_mb": settings.FAULTLINE_MAX_UPLOAD_MB,
+        "max_bytes": upload_max_bytes(),
+        "trace_formats": FORMATS,
+        "trace_format": request.POST.get("format", ""),
+    }
     try:
         job = trace_upload_start(
             study=study, user=request.user, uploaded_file=request.FILES.get("file"), fmt=request.POST.get("format", "")

@@ -228,7 +228,8 @@ def test_an_incident_trace_gets_steps_and_its_artifacts_sit_under_their_span(as_
     assert TraceStep.objects.filter(document=doc).count() == 7
     body = response.json()
     assert {a["name"]: (a["span_id"], a["step"]) for a in body["artifacts"]} == {
-        "app.py": ("t1", 4), "deploy.log": ("c1/call_2", 3)
+        "app.py": ("t1", 4),
+        "deploy.log": ("c1/call_2", 3),
     }
     ev = {r.step.name: r.evidence for r in trace_window(doc).rows if r.evidence}
     assert ev["run_tests"] == "effect" and ev["deploy"] == "effect" and ev["notify"] == "requested"

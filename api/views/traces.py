@@ -82,12 +82,14 @@ class TraceImport(APIView):
         v = payload.validated_data
         try:
             if "file" in v:
-                job = trace_upload_start(study=request.study, user=request.user, uploaded_file=v["file"],
-                                         fmt=v["format"])  # fmt: skip
+                job = trace_upload_start(
+                    study=request.study, user=request.user, uploaded_file=v["file"], fmt=v["format"]
+                )
                 return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
             artifacts = [TraceArtifact(**a) for a in v.get("artifacts", [])]
-            result, documents = trace_import_value(study=request.study, data=v["data"], fmt=v["format"],
-                                                   artifacts=artifacts)  # fmt: skip
+            result, documents = trace_import_value(
+                study=request.study, data=v["data"], fmt=v["format"], artifacts=artifacts
+            )
         except DjangoValidationError as exc:
             raise _as_drf_error(exc) from exc
         episodes = dict(Episode.objects.filter(document__in=documents, order=0).values_list("document_id", "pk"))
@@ -111,7 +113,10 @@ class TraceSteps(APIView):
         if not start.isdigit() or not limit.isdigit():
             raise serializers.ValidationError({"start": "start and limit are whole numbers."})
         window = trace_window(document, start=int(start), limit=int(limit), query=request.query_params.get("q", ""))
-        return Response({
-            "total": window.total, "next_start": window.next_start,
-            "steps": StepSerializer(window.rows, many=True).data,
-        })  # fmt: skip
+        return Response(
+            {
+                "total": window.total,
+                "next_start": window.next_start,
+                "steps": StepSerializer(window.rows, many=True).data,
+            }
+        )
