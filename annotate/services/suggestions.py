@@ -40,6 +40,7 @@ from ..models import (
     SuggestionStatus,
 )
 from ..suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
+from .traces import suggestions_attribute
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,9 @@ def suggestions_make(
             suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick
         )
         results = [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs]
-        for row in _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job):
+        stored = _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job)
+        counts["attributed"] = counts.get("attributed", 0) + suggestions_attribute(rows=stored, suggester=suggester)
+        for row in stored:
             counts["errors" if row.error else "suggested"] += 1
             counts["flagged"] += int(row.evidence_flagged)
         for _, _, answer in results:

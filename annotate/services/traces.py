@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 
 from ..importers import ImportFileError
-from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, TraceStep
+from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
 from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
 from .imports import ImportResult, _RawWriter, import_records, record_hash, upload_max_bytes
 
@@ -292,3 +292,50 @@ def trace_steps_of_value(trace: Any) -> list[Step]:
             s.paired_index = s.paired_index + offset if s.paired_index is not None else None
             steps.append(s)
     return steps
+
+
+def suggestions_attribute(*, rows: list, suggester) -> int:
+    """Give the suggestions of trace episodes a decisive step and responsible agent (in place, saved).
+
+    The local backend uses the rule chosen in annotate.suggest_steps; the openai backend asks the
+    model for a step index from the trace's indices and a quote from that step (annotate.llm).
+    Returns how many suggestions got an attribution.
+    """
+    from ..suggest_steps import suggest_step
+
+    rows = [r for r in rows if not r.error]
+    docs = {r.episode.document_id: r for r in rows if (r.episode.document.meta or {}).get("trace")}
+    if not docs:
+        return 0
+    steps: dict[int, list[TraceStep]] = {}
+    for s in TraceStep.objects.filter(document_id__in=list(docs)).order_by("document_id", "index"):
+        steps.setdefault(s.document_id, []).append(s)
+    changed = []
+    for doc_id, row in docs.items():
+        trace = steps.get(doc_id, [])
+        if suggester.backend == "openai":
+            from ..llm import trace_attribution
+
+            got = trace_attribution(suggester, title=row.episode.document.title, steps=trace)
+            if got["error"]:
+                row.rationale = f"{row.rationale}\n[attribution: {got['error']}]".strip()
+                changed.append(row)
+                continue
+            row.decisive_step, row.responsible_agent = got["step"], got["agent"]
+            row.input_tokens += got["input_tokens"]
+            row.output_tokens += got["output_tokens"]
+            if got["evidence"]:
+                row.rationale = f"{row.rationale}\nDecisive step #{got['step']}: “{got['evidence']}”".strip()
+            row.evidence_flagged = row.evidence_flagged or got["evidence_flagged"]
+        else:
+            guess = suggest_step(trace)
+            row.decisive_step, row.responsible_agent = guess.step, guess.agent
+        changed.append(row)
+    # New rows were bulk-inserted without their keys coming back (ignore_conflicts): update by the
+    # (episode, cache_key) pair that identifies each one.
+    fields = ("decisive_step", "responsible_agent", "rationale", "input_tokens", "output_tokens", "evidence_flagged")
+    for row in changed:
+        Suggestion.objects.filter(episode_id=row.episode_id, cache_key=row.cache_key).update(
+            **{name: getattr(row, name) for name in fields}
+        )
+    return sum(1 for r in changed if r.decisive_step is not None)
