@@ -95,9 +95,12 @@ def test_two_coders_attribute_a_trace_and_the_agreement_page_measures_it(
         ref = e.reference
         for coder, step in ((bob, ref["step"]), (carol, ref["step"] + (i % 2))):
             values = CodingValues(
-                failure_type=codes.type("TUS-03"), source=codes.source("agent_design"),
-                stage=codes.stage("iterative_execution"), capability=codes.capability("actuation"),
-                decisive_step=min(step, e.document.meta["trace"]["steps"] - 1), responsible_agent=ref["agent"],
+                failure_type=codes.type("TUS-03"),
+                source=codes.source("agent_design"),
+                stage=codes.stage("iterative_execution"),
+                capability=codes.capability("actuation"),
+                decisive_step=min(step, e.document.meta["trace"]["steps"] - 1),
+                responsible_agent=ref["agent"],
             )
             coding_save(episode=e, coder=coder, values=values, version=None)
 
