@@ -153,6 +153,12 @@ def _record(
     )
 
 
+def _short(text: str, limit: int = 140) -> str:
+    """A title from a long question: its first line, cut at a word near `limit` characters."""
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + "…"
+
+
 def _int(value: Any, what: str, where: str) -> int:
     try:
         if isinstance(value, bool):
@@ -204,6 +210,8 @@ def _conversation_steps(history: list, where: str) -> list[Step]:
             prev = steps[-1]
             if prev.kind == StepKind.MESSAGE and _CODE_BLOCK.search(prev.output):
                 prev.kind, prev.paired_index, prev.ran = StepKind.TOOL_CALL, i, True
+                # What the agent wrote is the call (the code to run); the terminal's answer is its result.
+                prev.input, prev.output = prev.output, ""
                 prev.name = prev.name or "code execution"
                 step.kind, step.paired_index = StepKind.TOOL_RESULT, prev.index
                 if "exitcode: 1" in step.output or "execution failed" in step.output:
@@ -258,7 +266,7 @@ def parse_whowhen(data: Any, where: str) -> TraceRecord:
         fmt="whowhen",
         external_id=external_id,
         cluster=f"who&when:{subset}",
-        title=question or external_id,
+        title=_short(question) or external_id,
         steps=steps,
         meta=meta,
         raw=raw,
@@ -373,7 +381,7 @@ def parse_mast(data: Any, where: str) -> TraceRecord:
         fmt="mast",
         external_id=external_id,
         cluster=str(meta.get("mas_name") or "mast"),
-        title=f"{name}: {title}" if title else name,
+        title=f"{name}: {_short(title)}" if title else name,
         steps=steps,
         meta=meta,
         raw=raw,

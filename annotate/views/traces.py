@@ -26,7 +26,12 @@ def trace_steps(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     """A window of a trace's steps (htmx: appended below the last one, or replacing them for a search)."""
     document = get_object_or_404(Document.objects.only("pk", "study_id", "meta", "kind"), pk=pk, study=study)
     window = trace_window(document, start=_int(request.GET.get("start")), query=request.GET.get("q", ""))
-    context = {"study": study, "trace": window, "markable": request.GET.get("markable") == "1"}
+    context = {
+        "study": study,
+        "trace": window,
+        "markable": request.GET.get("markable") == "1",
+        "appending": request.GET.get("more") == "1",  # a next window, appended below the loaded ones
+    }
     return render(request, "annotate/partials/_trace_steps.html", context)
 
 

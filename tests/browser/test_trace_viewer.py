@@ -52,6 +52,7 @@ def test_two_coders_attribute_a_trace_and_the_agreement_page_measures_it(
 
     ep = traces[0]
     n_steps = ep.document.meta["trace"]["steps"]
+    page.set_default_timeout(30_000)  # a loaded 2-core machine: the first requests can be slow
     login("bob")
     page.goto(f"{live_server.url}/studies/alpha/episodes/{ep.pk}/code/")
     expect(page.locator("#trace .trace-step")).to_have_count(n_steps)
@@ -69,6 +70,7 @@ def test_two_coders_attribute_a_trace_and_the_agreement_page_measures_it(
     expect(page.locator("#responsible_agent")).to_have_value(agent)
     expect(page.locator("#step-1")).to_have_class(re.compile(r"\bis-decisive\b"))
     shot("trace-coding-marked")
+    page.locator("#trace").screenshot(path=str(shot("trace-viewer").with_name("trace-viewer-steps.png")))
     code_the_trace(page, "TUS-03")
     expect(page.locator("#reference-h")).to_be_visible()  # revealed once saved
     shot("trace-coding-saved")
@@ -76,6 +78,7 @@ def test_two_coders_attribute_a_trace_and_the_agreement_page_measures_it(
     assert (mine.decisive_step, mine.responsible_agent) == (1, agent)
 
     other = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    other.set_default_timeout(30_000)
     try:
         other.goto(f"{live_server.url}/login/")
         other.get_by_label("Username").fill("carol")
@@ -104,6 +107,7 @@ def test_two_coders_attribute_a_trace_and_the_agreement_page_measures_it(
             )
             coding_save(episode=e, coder=coder, values=values, version=None)
 
+    page.context.clear_cookies()
     login("alice")
     page.goto(f"{live_server.url}/studies/alpha/agreement/?bootstrap=200")
     section = page.locator("#attribution-agreement")
