@@ -16,9 +16,11 @@ from django.db.models.functions import Length, Substr
 from .models import Artifact, Document, StepKind, StepStatus, TraceStep
 
 WINDOW = 100
+FIRST_WINDOW = 40  # the first screen: a page shows about this many steps before anyone scrolls
 PREVIEW = 1500  # characters of a step's input/output sent with the window; "show all" fetches the rest
 LANES = 12  # distinct agent colours before they repeat
 
+KIND_LABELS = dict(StepKind.choices)
 EVIDENCE_LABELS = {"requested": "requested", "ran": "ran", "effect": "effect evidenced"}
 
 
@@ -56,6 +58,10 @@ class StepRow:
     width_pct: float | None = None
     duration_ms: float | None = None
     has_children: bool = False
+
+    @property
+    def kind_label(self) -> str:
+        return KIND_LABELS.get(self.step.kind, self.step.kind)
 
     @property
     def evidence_label(self) -> str:
@@ -97,7 +103,7 @@ def _time(value) -> datetime | None:
         return None
 
 
-def trace_window(document: Document, *, start: int = 0, limit: int = WINDOW, query: str = "") -> TraceWindow:
+def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDOW, query: str = "") -> TraceWindow:
     """Steps from index `start` on (or, with `query`, the steps whose text contains it), `limit` at a time."""
     summary = trace_summary_of(document)
     agents = [(a, i % LANES) for i, a in enumerate(summary.get("agents") or [])]

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .importers import ImportFileError, Record, clean_text
 from .models import DocumentKind, StepKind, StepStatus
 
@@ -114,11 +116,13 @@ def trace_summary(steps: list[Step]) -> dict[str, Any]:
 
 
 def _steps_digest(steps: list[Step]) -> str:
+    """sha256 over every stored field of every step, so a re-import sees any change beyond the body's cut."""
     h = hashlib.sha256()
     for s in steps:
-        row = (s.index, s.parent_index, s.span_id, s.agent, s.kind, s.name, s.input, s.output, s.status, s.error)
-        h.update(json.dumps(row, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
-        h.update(f"{s.started_at}{s.ended_at}{s.paired_index}{s.ran}".encode())
+        row = (s.index, s.parent_index, s.span_id, s.agent, s.kind, s.name, s.input, s.output, s.status, s.error,
+               s.started_at, s.ended_at, s.paired_index, s.ran)  # fmt: skip
+        h.update("\x1f".join(map(str, row)).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
     return h.hexdigest()
 
 
@@ -232,7 +236,7 @@ def parse_whowhen(data: Any, where: str) -> TraceRecord:
     steps = _conversation_steps(history, where)
     question = _text(data.get("question"))
     qid = str(data.get("question_ID") or data.get("question_id") or "").strip()
-    digest = hashlib.sha256(json.dumps(history, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(orjson.dumps(history, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
     # The two published subsets share question ids; the log itself tells them apart.
     external_id = f"whowhen:{qid}:{digest}" if qid else f"whowhen:{digest}"
     subset = "algorithm-generated" if "system_prompt" in data or "is_correct" in data else "hand-crafted"

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 
 from ..importers import ImportFileError
@@ -92,23 +92,18 @@ def artifacts_link(*, document: Document, artifacts: Iterable[TraceArtifact]) ->
 
 
 def _references_write(study: Study, refs: dict[str, dict]) -> None:
-    """Store each trace's published attribution on its first episode (changed ones only)."""
+    """Store each trace's published attribution on its first episode (changed ones only, one statement)."""
     if not refs:
         return
-    episodes = list(
-        Episode.objects.filter(
-            document__study=study, document__kind=DocumentKind.TRACE, order=0, document__external_id__in=list(refs)
-        )
-        .select_related("document")
-        .only("pk", "reference", "document__external_id")
-    )
-    stale = []
-    for ep in episodes:
-        ref = refs[ep.document.external_id]
-        if ep.reference != ref:
-            ep.reference = ref
-            stale.append(ep)
-    Episode.objects.bulk_update(stale, ["reference"], batch_size=500)
+    rows = Episode.objects.filter(
+        document__study=study, document__kind=DocumentKind.TRACE, order=0, document__external_id__in=list(refs)
+    ).values_list("pk", "reference", "document__external_id")
+    field = Episode._meta.get_field("reference")
+    stale = [(field.get_db_prep_save(refs[ext], connection), pk) for pk, current, ext in rows if current != refs[ext]]
+    if stale:
+        table = connection.ops.quote_name(Episode._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.executemany(f"UPDATE {table} SET reference = %s WHERE id = %s", stale)  # noqa: S608 - model name
 
 
 def _write(study: Study, batch: list[TraceRecord], result: ImportResult, seen: set) -> list[Document]:

@@ -12,7 +12,7 @@ from ..access import study_view
 from ..models import Document, Study
 from ..services.imports import upload_max_bytes
 from ..services.traces import trace_upload_start
-from ..trace_selectors import step_text, trace_window
+from ..trace_selectors import WINDOW, step_text, trace_window
 from ..traces import FORMATS
 
 
@@ -25,7 +25,8 @@ def _int(value: str | None, default: int = 0) -> int:
 def trace_steps(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     """A window of a trace's steps (htmx: appended below the last one, or replacing them for a search)."""
     document = get_object_or_404(Document.objects.only("pk", "study_id", "meta", "kind"), pk=pk, study=study)
-    window = trace_window(document, start=_int(request.GET.get("start")), query=request.GET.get("q", ""))
+    start, query = _int(request.GET.get("start")), request.GET.get("q", "")
+    window = trace_window(document, start=start, limit=WINDOW, query=query)
     context = {
         "study": study,
         "trace": window,
