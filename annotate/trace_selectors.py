@@ -68,6 +68,15 @@ class StepRow:
         return EVIDENCE_LABELS.get(self.evidence, "")
 
     @property
+    def input_long(self) -> bool:
+        """Taller than the collapsed box (about four lines), so it gets a "show all"."""
+        return self.input_more or len(self.input_head) > 400 or self.input_head.count("\n") >= 4
+
+    @property
+    def output_long(self) -> bool:
+        return self.output_more or len(self.output_head) > 400 or self.output_head.count("\n") >= 4
+
+    @property
     def input_more(self) -> bool:
         return self.input_len > len(self.input_head)
 
