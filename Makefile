@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # production sets SECRET_KEY and leaves FAULTLINE_DEV unset.
 export FAULTLINE_DEV ?= 1
 
-.PHONY: run test lint serve setup backup
+.PHONY: run test lint serve setup backup mutation
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,3 +43,12 @@ serve: $(VENV)/.runtime
 # A verifiable backup: dumpdata, pg_dump on PostgreSQL, and a manifest (see docs/deploy.md).
 backup: $(VENV)/.runtime
 	$(PY) manage.py backup $(if $(OUT),--out $(OUT),)
+
+# Mutation testing of taxonomy/stats.py against its own database-free tests (config: [tool.mutmut] in
+# pyproject.toml). CPU-heavy: MUTATION_JOBS (default 2) parallel children. Prints the score over the mutants
+# not judged equivalent (the list, with reasons, is in taxonomy/tests/test_stats.py).
+MUTATION_JOBS ?= 2
+mutation: $(VENV)/.dev
+	rm -rf mutants
+	-$(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS)
+	$(PY) taxonomy/tests/mutation_score.py

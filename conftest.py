@@ -80,7 +80,7 @@ def celery_worker(require_postgres, require_redis):
 
     procs = []
 
-    def start(queue: str, *, pool: str = "solo", concurrency: int = 1, env: dict | None = None):
+    def start(queue: str, *, pool: str = "solo", concurrency: int = 1, env: dict | None = None, logfile=None):
         db = connection.settings_dict
         full_env = {
             **os.environ,
@@ -91,7 +91,9 @@ def celery_worker(require_postgres, require_redis):
             **(env or {}),
         }
         argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--pool", pool,
-                "--without-gossip", "--without-mingle", "-l", "WARNING"]  # fmt: skip
+                "--without-gossip", "--without-mingle"]  # fmt: skip
+        # A log file (at INFO) lets a test see which tasks the worker received, and how often.
+        argv += ["-l", "INFO", "--logfile", str(logfile)] if logfile else ["-l", "WARNING"]
         if pool != "solo":
             argv += ["--concurrency", str(concurrency)]
         proc = subprocess.Popen(

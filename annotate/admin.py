@@ -30,6 +30,8 @@ class StudyAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "codebook", "coders_per_episode", "blind"]
     inlines = [MembershipInline]
     exclude = ["webhook_secret"]
+    # Set on the study's webhook page, which checks the destination and makes the secret.
+    readonly_fields = ["webhook_url"]
 
 
 @admin.register(Document)

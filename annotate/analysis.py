@@ -237,8 +237,14 @@ class Params:
     contrast: tuple[str, str] = ("github_issue", "literature")
     cap: int = 5
     subsamples: int = 20
-    bca: bool = False
+    bca: bool = False  # BCa for cells and differences; the old spelling of interval="bca"
     level: float = LEVEL
+    interval: str = stats.DEFAULT_CELL_METHOD  # the cell-share interval, one of stats.CELL_METHODS
+
+    @property
+    def diff_bca(self) -> bool:
+        """Differences are always bootstrapped: BCa when asked for, percentile otherwise."""
+        return self.bca or self.interval == "bca"
 
 
 def _kind(name: str) -> str:
@@ -255,6 +261,7 @@ def parse_params(
     contrast: str | None = None,
     cap=None,
     bca=None,
+    interval: str | None = None,
     max_bootstrap: int = MAX_B,
 ) -> Params:
     """Validate raw parameters (from a command line, a query string or job params)."""
@@ -298,9 +305,17 @@ def parse_params(
             flag = True
         elif str(bca).lower() not in {"0", "false", "no", "off"}:
             errors["bca"] = ["Must be true or false."]
+    method = "bca" if flag else stats.DEFAULT_CELL_METHOD
+    if interval not in (None, ""):
+        if interval not in stats.CELL_METHODS:
+            errors["interval"] = [f"Choose one of {', '.join(stats.CELL_METHODS)}."]
+        elif flag and interval != "bca":
+            errors["bca"] = ["BCa and another interval method cannot both be asked for."]
+        else:
+            method = interval
     if errors:
         raise ParameterError(errors)
-    return Params(bootstrap=b, seed=s, cell=parsed_cell, contrast=pair, cap=m, bca=flag)
+    return Params(bootstrap=b, seed=s, cell=parsed_cell, contrast=pair, cap=m, bca=flag, interval=method)
 
 
 # ---------------------------------------------------------------------------
@@ -380,6 +395,10 @@ def _kind_section(i: int, design, boot, labels: LabelArrays, axes: Axes) -> dict
         "proportions": _grid(counts / design.n, shape) if ok else None,
         "ci_low": _grid(boot.low, shape) if boot.enough else None,
         "ci_high": _grid(boot.high, shape) if boot.enough else None,
+        "interval": boot.method,
+        "clusters_with_records": _grid(boot.clusters_with_records, shape, as_int=True),
+        "few_clusters": _flags(boot.few_clusters, shape),
+        "n_eff": _grid(boot.n_eff, shape) if boot.enough else None,
         "distributions": {
             "failure_type": _distribution(labels.failure_type[m], axes.types, NEEDS_NEW_TYPE),
             "category": _distribution(labels.category[m], axes.categories),
@@ -387,6 +406,10 @@ def _kind_section(i: int, design, boot, labels: LabelArrays, axes: Axes) -> dict
         },
         "excluded": dict(sorted(labels.excluded[kind].items())),
     }
+
+
+def _flags(a: np.ndarray, shape: tuple[int, int]) -> list[list[bool]]:
+    return [[bool(v) for v in row] for row in np.asarray(a).reshape(shape)]
 
 
 def _diff_section(a: int, b: int, diff: stats.DiffBootstrap, axes: Axes) -> dict:
@@ -400,6 +423,8 @@ def _diff_section(a: int, b: int, diff: stats.DiffBootstrap, axes: Axes) -> dict
         "ci_low": _grid(diff.low, shape) if diff.enough else None,
         "ci_high": _grid(diff.high, shape) if diff.enough else None,
         "excludes_zero": [[bool(v) for v in row] for row in diff.excludes_zero.reshape(shape)] if diff.enough else None,
+        "interval": diff.method,
+        "few_clusters": _flags(diff.few_clusters, shape),
     }
 
 
@@ -459,10 +484,10 @@ def analysis_document(
     labels = labels or label_arrays(study, axes)
     ds = designs(labels, axes)
     reps = replicates if replicates is not None else compute_replicates(ds, p, progress=progress)
-    boots = [stats.cell_intervals(d, r, level=p.level, bca=p.bca) for d, r in zip(ds, reps, strict=True)]
+    boots = [stats.cell_intervals(d, r, level=p.level, method=p.interval) for d, r in zip(ds, reps, strict=True)]
     diffs = {
         (a, b): stats.diff_intervals(
-            ds[a], ds[b], reps[a], reps[b], level=p.level, bca=p.bca, names=(KINDS[a], KINDS[b])
+            ds[a], ds[b], reps[a], reps[b], level=p.level, bca=p.diff_bca, names=(KINDS[a], KINDS[b])
         )
         for a, b in combinations(range(len(KINDS)), 2)
     }
@@ -490,7 +515,12 @@ def analysis_document(
             "bootstrap": p.bootstrap,
             "seed": p.seed,
             "level": p.level,
-            "interval": "bca" if p.bca else "percentile",
+            "interval": p.interval,
+            "interval_name": stats.CELL_METHOD_NAMES[p.interval],
+            "interval_default": stats.DEFAULT_CELL_METHOD,
+            "interval_methods": list(stats.CELL_METHODS),
+            "difference_interval": "bca" if p.diff_bca else "percentile",
+            "min_clusters": stats.MIN_CLUSTERS,
             "resampling": "clusters with replacement, within each kind",
             "block": stats.BLOCK,
             "cap": p.cap,
@@ -535,7 +565,9 @@ def _contrast(
         "reason": base.reason,
     }
     if not base.enough:
-        return {**out, "estimate": None, "ci_low": None, "ci_high": None, "excludes_zero": None, "sensitivity": []}
+        return {**out, "estimate": None, "ci_low": None, "ci_high": None, "excludes_zero": None, "sensitivity": [],
+                "few_clusters": bool(base.few_clusters[k])}  # fmt: skip
+    out["few_clusters"] = bool(base.few_clusters[k])
     est, low, high = sign * base.estimate[k], base.low[k], base.high[k]
     low, high = (low, high) if sign > 0 else (-high, -low)
     iv = stats.Interval(float(est), float(low), float(high))
@@ -667,7 +699,36 @@ def coder_arrays(study: Study, axes: Axes | None = None) -> CoderArrays:
 
 
 def _est(e: stats.Estimate) -> dict:
-    return {"value": _f(e.value), "ci_low": _f(e.low), "ci_high": _f(e.high), "reason": e.reason}
+    return {
+        "value": _f(e.value),
+        "ci_low": _f(e.low),
+        "ci_high": _f(e.high),
+        "reason": e.reason,
+        "interval": e.method,
+        "one_sided": e.one_sided,
+        "undefined_share": _f(e.undefined_share),
+        "warning": e.warning,
+    }
+
+
+def chance_categories(axes: Axes) -> dict[str, int]:
+    """The codebook's categories per agreement axis: what AC1 spreads chance agreement over.
+
+    Every axis counts what a coder can choose, used or not: its codebook
+    values plus "not a failure" (and "needs a new type" for failure types and
+    categories). `overall` compares whole labels, so it counts every
+    combination a coder could give: (types + 1) x sources x stages x
+    capabilities, plus "not a failure".
+    """
+    sizes = {
+        "failure_type": len(axes.types) + 2,
+        "category": len(axes.categories) + 2,
+        "source": len(axes.sources) + 1,
+        "stage": len(axes.stages) + 1,
+        "capability": len(axes.capabilities) + 1,
+    }
+    whole = (len(axes.types) + 1) * len(axes.sources) * len(axes.stages) * len(axes.capabilities) + 1
+    return {**sizes, "overall": max(whole, 2)}
 
 
 def _confusion(m: np.ndarray, labels: tuple[str, ...]) -> dict:
@@ -681,10 +742,13 @@ def agreement_document(study: Study, *, bootstrap: int = AGREEMENT_B, seed: int 
     arr = coder_arrays(study, axes)
     out_axes = []
     worst = []
+    chance = chance_categories(axes)
     for axis in AGREEMENT_AXES:
         labels = arr.categories[axis]
-        # Overall agreement compares whole labels; at least two categories keep AC1 defined.
-        res = stats.agreement(arr.codes[axis], max(len(labels), 2), B=bootstrap, seed=seed, level=level)
+        Qc = max(chance[axis], len(labels))
+        res = stats.agreement(
+            arr.codes[axis], max(len(labels), 1), B=bootstrap, seed=seed, level=level, chance_categories=Qc
+        )
         out_axes.append(
             {
                 "axis": axis,
@@ -692,7 +756,10 @@ def agreement_document(study: Study, *, bootstrap: int = AGREEMENT_B, seed: int 
                 "reason": res.reason,
                 "n_episodes": res.n_units,
                 "n_ratings": res.n_ratings,
-                "n_categories": len(labels),
+                "n_categories": Qc,
+                "categories_used": int(np.unique(arr.codes[axis][arr.codes[axis] >= 0]).size),
+                "n_rated": res.n_rated,
+                "disagreeing": res.disagreeing,
                 "percent_agreement": _est(res.percent),
                 "fleiss_kappa": _est(res.fleiss_kappa),
                 "krippendorff_alpha": _est(res.krippendorff_alpha),
@@ -732,7 +799,12 @@ def agreement_document(study: Study, *, bootstrap: int = AGREEMENT_B, seed: int 
             "level": level,
             "resampling": "episodes with replacement",
             "codebook": axes.codebook,
-            "episodes": "all splits; only episodes coded by two or more coders count",
+            "episodes": "all splits; observed agreement uses episodes coded by two or more coders, chance "
+            "agreement every coded episode (Gwet's generalised formulas)",
+            "interval": "percentile; one-sided clopper_pearson_one_sided lower bound at perfect or near-perfect "
+            "agreement",
+            "undefined_warn": stats.UNDEFINED_WARN,
+            "ac1_categories": "the codebook's categories for the axis (n_categories)",
         },
         "coders": [name for _, name in arr.coders],
         "axes": out_axes,
@@ -823,7 +895,7 @@ def finished_bootstrap(study: Study, params: Params) -> dict | None:
             doc.get("data", {}).get("fingerprint") == fingerprint
             and got.get("bootstrap") == params.bootstrap
             and got.get("seed") == params.seed
-            and got.get("interval") == ("bca" if params.bca else "percentile")
+            and got.get("interval") == params.interval
             and got.get("cap") == params.cap
             and (c.get("a"), c.get("b")) == params.contrast
             and (

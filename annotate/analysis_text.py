@@ -24,7 +24,9 @@ def analysis_text(doc: dict) -> str:
     out = [
         f"Study {doc['study']['slug']} · codebook {p['codebook']} · label rule {p['label_rule']}"
         + (f" ({p['label_coder']})" if p["label_coder"] else ""),
-        f"B={p['bootstrap']} seed={p['seed']} {p['interval']} {int(100 * p['level'])}% intervals, {p['resampling']}",
+        f"B={p['bootstrap']} seed={p['seed']} · {int(100 * p['level'])}% cell intervals: "
+        f"{p.get('interval_name', p['interval'])} · differences: {p.get('difference_interval', p['interval'])} "
+        f"bootstrap, {p['resampling']}",
         f"Data as of {doc['data']['as_of'] or '-'} · fingerprint {doc['data']['fingerprint'][:12]}",
         "",
     ]
@@ -37,6 +39,10 @@ def analysis_text(doc: dict) -> str:
         counts, props = kind["counts"], kind["proportions"]
         grid = [[(c, p_) for c, p_ in zip(cr, pr, strict=True)] for cr, pr in zip(counts, props, strict=True)]
         out += _table(doc, grid, lambda v: "." if v[0] == 0 else f"{v[0]} {100 * v[1]:.0f}%")
+        few = sum(f for row in kind.get("few_clusters") or [] for f in row)
+        if few:
+            out.append(f"  {few} cells rest on fewer than {p.get('min_clusters', 5)} clusters with records: "
+                       "read their intervals with care")  # fmt: skip
         out.append("")
     for diff in doc["differences"]:
         if diff["status"] != "ok":
@@ -78,8 +84,12 @@ def analysis_text(doc: dict) -> str:
 def _est(e: dict) -> str:
     if e["value"] is None:
         return f"n/a ({e['reason']})"
-    ci = "" if e["ci_low"] is None else f" [{e['ci_low']:.3f}, {e['ci_high']:.3f}]"
-    return f"{e['value']:.3f}{ci}"
+    if e.get("one_sided"):
+        ci = f" (one-sided lower bound >= {e['ci_low']:.3f}, Clopper-Pearson)"
+    else:
+        ci = "" if e["ci_low"] is None else f" [{e['ci_low']:.3f}, {e['ci_high']:.3f}]"
+    warning = f" — {e['warning']}" if e.get("warning") else ""
+    return f"{e['value']:.3f}{ci}{warning}"
 
 
 def agreement_text(doc: dict) -> str:
@@ -93,7 +103,10 @@ def agreement_text(doc: dict) -> str:
         if axis["status"] != "ok":
             out.append(f"{axis['axis']}: not enough data ({axis['reason']})")
             continue
-        out.append(f"{axis['axis']} ({axis['n_episodes']} episodes, {axis['n_ratings']} ratings)")
+        out.append(
+            f"{axis['axis']} ({axis['n_episodes']} episodes, {axis['n_ratings']} ratings, "
+            f"AC1 over {axis['n_categories']} codebook categories)"
+        )
         for key, label in (
             ("percent_agreement", "percent agreement"),
             ("fleiss_kappa", "Fleiss' kappa"),

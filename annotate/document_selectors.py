@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.utils.safestring import SafeString
 
 from .models import Document, DocumentKind, Episode, Split, Study
+from .search import document_search, search_after, search_cursor, search_snippets
 
 PAGE_SIZE = 50
 LIST_FIELDS = ("id", "kind", "external_id", "url", "cluster", "title", "labels", "imported_at", "meta")
@@ -49,10 +51,11 @@ class DocumentFilters:
 @dataclass
 class DocumentPage:
     rows: list[Document]
-    total: int | None  # None when a text search makes counting a full scan
-    next_after: int | None = None
+    total: int | None  # None for a text search: its pages are ranked, and counting would read every match
+    next_after: int | str | None = None  # an id, or "rank:id" for a search
     prev_before: int | None = None
     episodes: dict[int, dict] = field(default_factory=dict)
+    snippets: dict[int, SafeString] = field(default_factory=dict)
 
 
 def documents_filtered(study: Study, filters: DocumentFilters) -> QuerySet[Document]:
@@ -64,8 +67,6 @@ def documents_filtered(study: Study, filters: DocumentFilters) -> QuerySet[Docum
         qs = qs.filter(cluster=filters.cluster)
     if filters.label:
         qs = qs.filter(labels__icontains=f",{filters.label},")
-    if filters.q:
-        qs = qs.filter(Q(title__icontains=filters.q) | Q(body__icontains=filters.q))
     if filters.coded:
         coded = Exists(Episode.objects.filter(document=OuterRef("pk"), n_codings__gt=0))
         qs = qs.filter(coded if filters.coded == "coded" else ~coded)
@@ -74,10 +75,20 @@ def documents_filtered(study: Study, filters: DocumentFilters) -> QuerySet[Docum
     return qs.only(*LIST_FIELDS)
 
 
+def _id(value: str | int | None) -> int | None:
+    if isinstance(value, int):
+        return value
+    return int(value) if value and value.isdigit() else None
+
+
 def documents_page(
-    study: Study, filters: DocumentFilters, *, after: int | None = None, before: int | None = None
+    study: Study, filters: DocumentFilters, *, after: str | int | None = None, before: str | int | None = None
 ) -> DocumentPage:
-    """One page in id order, by keyset cursor (`after`/`before` an id): 2-3 queries at any depth."""
+    """One page by keyset cursor, never OFFSET: in id order (`after`/`before` an id), or for a text
+    search ranked best first (`after` is "rank:id"), with highlighted snippets. 3-4 queries at any depth."""
+    if filters.q:
+        return _search_page(study, filters, after=str(after or ""))
+    after, before = _id(after), _id(before)
     qs = documents_filtered(study, filters)
     if before is not None:
         rows = list(qs.filter(pk__lt=before).order_by("-pk")[: PAGE_SIZE + 1])
@@ -91,11 +102,30 @@ def documents_page(
         has_more_after = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
         has_more_before = after is not None
-    total = None if filters.q else documents_filtered(study, filters).count()
-    page = DocumentPage(rows=rows, total=total)
+    page = DocumentPage(rows=rows, total=documents_filtered(study, filters).count())
     if rows:
         page.next_after = rows[-1].pk if has_more_after else None
         page.prev_before = rows[0].pk if has_more_before else None
+    _episode_stats(page)
+    return page
+
+
+def _search_page(study: Study, filters: DocumentFilters, *, after: str) -> DocumentPage:
+    qs = document_search(documents_filtered(study, filters), filters.q)
+    if after:
+        qs = search_after(qs, after)
+    rows = list(qs[: PAGE_SIZE + 1])
+    page = DocumentPage(rows=rows[:PAGE_SIZE], total=None)
+    if len(rows) > PAGE_SIZE:
+        page.next_after = search_cursor(page.rows[-1])
+    page.snippets = search_snippets([d.pk for d in page.rows], filters.q)
+    _episode_stats(page)
+    return page
+
+
+def _episode_stats(page: DocumentPage) -> None:
+    rows = page.rows
+    if rows:
         stats = (
             Episode.objects.filter(document_id__in=[d.pk for d in rows])
             .values("document_id")
@@ -106,7 +136,6 @@ def documents_page(
             )
         )
         page.episodes = {row["document_id"]: row for row in stats}
-    return page
 
 
 def document_labels(document: Document) -> list[str]:

@@ -336,6 +336,21 @@ def csv_columns(slots: int) -> list[str]:
     return cols
 
 
+# A spreadsheet reads a cell starting with one of these as a formula (or, for tab and CR, as the
+# start of another cell): OWASP's "CSV Injection". A leading quote is escaped too, so decoding is exact.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def csv_text_encode(value: str) -> str:
+    """A text cell as it goes into a CSV export: prefixed with ' when it would start a formula."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def csv_text_decode(value: str) -> str:
+    """The inverse of csv_text_encode, for reading a CSV export back (import_dataset)."""
+    return value[1:] if value.startswith("'") else value
+
+
 def _cell(value: Any) -> Any:
     if value is None:
         return ""
@@ -343,13 +358,19 @@ def _cell(value: Any) -> Any:
         return "true"
     if value is False:
         return "false"
+    if isinstance(value, str):
+        return csv_text_encode(value)
     return value
 
 
 def csv_chunks(rows: Iterable[dict], *, slots: int, rows_per_chunk: int = 500) -> Iterator[bytes]:
-    """CSV with a header; each coder's codes in numbered columns (coder1, coder1_failure_type, ...)."""
+    """CSV with a header; each coder's codes in numbered columns (coder1, coder1_failure_type, ...).
+
+    Every cell is quoted and formula-like text is neutralised (csv_text_encode), as OWASP
+    advises; quoting also keeps a carriage return inside a cell from ending the row.
+    """
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(csv_columns(slots))
     for n, row in enumerate(rows, 1):
         cells = [_cell(row[c]) for c in BASE_COLUMNS]

@@ -122,11 +122,14 @@ def kind_csv(doc: dict, kind: str) -> str:
     stages, caps = _axes_labels(doc)
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["kind", "stage", "capability", "count", "n", "proportion", "ci_low", "ci_high"])
+    w.writerow(["kind", "stage", "capability", "count", "n", "proportion", "ci_low", "ci_high", "interval",
+                "clusters_with_records", "few_clusters"])  # fmt: skip
+    method = section.get("interval", doc["parameters"]["interval"])
     for i, s in enumerate(stages):
         for j, c in enumerate(caps):
-            w.writerow([kind, s, c, section["counts"][i][j], section["n_episodes"],
-                        *(_at(section[key], i, j) for key in ("proportions", "ci_low", "ci_high"))])  # fmt: skip
+            limits = (_at(section[key], i, j) for key in ("proportions", "ci_low", "ci_high"))
+            flags = (_at(section.get(key), i, j) for key in ("clusters_with_records", "few_clusters"))
+            w.writerow([kind, s, c, section["counts"][i][j], section["n_episodes"], *limits, method, *flags])
     return out.getvalue()
 
 
@@ -135,12 +138,15 @@ def difference_csv(doc: dict, a: str, b: str) -> str:
     stages, caps = _axes_labels(doc)
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["a", "b", "stage", "capability", "difference", "ci_low", "ci_high", "excludes_zero"])
+    w.writerow(["a", "b", "stage", "capability", "difference", "ci_low", "ci_high", "excludes_zero", "interval",
+                "few_clusters"])  # fmt: skip
+    method = diff.get("interval", "percentile")
     for i, s in enumerate(stages):
         for j, c in enumerate(caps):
             w.writerow(
-                [a, b, s, c, *(_at(diff[key], i, j) for key in ("estimate", "ci_low", "ci_high", "excludes_zero"))]
-            )
+                [a, b, s, c, *(_at(diff[key], i, j) for key in ("estimate", "ci_low", "ci_high", "excludes_zero")),
+                 method, _at(diff.get("few_clusters"), i, j)]
+            )  # fmt: skip
     return out.getvalue()
 
 
@@ -160,6 +166,8 @@ def heatmap_rows(doc: dict, kind: str, cell_url) -> list[dict]:
                     "share": p,
                     "low": section["ci_low"][i][j] if section["ci_low"] else None,
                     "high": section["ci_high"][i][j] if section["ci_high"] else None,
+                    "few": bool(section["few_clusters"][i][j]) if section.get("few_clusters") else False,
+                    "clusters": _at(section.get("clusters_with_records"), i, j),
                     "style": cell_style(p if section["counts"][i][j] else None, vmax),
                     "url": cell_url(kind, stage["code"], cap["code"]) if section["counts"][i][j] else "",
                     "stage": stage["code"],
@@ -184,6 +192,7 @@ def difference_rows(doc: dict, a: str, b: str, selected: dict | None) -> list[di
                     "value": v,
                     "low": diff["ci_low"][i][j] if diff["ci_low"] else None,
                     "high": diff["ci_high"][i][j] if diff["ci_high"] else None,
+                    "few": bool(diff["few_clusters"][i][j]) if diff.get("few_clusters") else False,
                     "significant": bool(diff["excludes_zero"][i][j]) if diff["excludes_zero"] else False,
                     "style": cell_style(v, vmax, diverging=True),
                     "cell": f"{stage['code']}:{cap['code']}",

@@ -16,6 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split
+from annotate.search import document_search
 from taxonomy.models import Axis, AxisValue, FailureType
 
 User = get_user_model()
@@ -86,6 +87,11 @@ class EpisodeFilter(filters.FilterSet):
     coder = filters.ModelChoiceFilter(
         queryset=_coders, method="filter_coder", help_text="Episodes coded by this user (a user id)."
     )
+    q = filters.CharFilter(
+        method="filter_q",
+        help_text="Full-text search of the document title and body: words (all must match, stemmed), "
+        '"a phrase", -word to exclude.',
+    )
     updated_since = filters.IsoDateTimeFilter(
         method="filter_updated_since",
         help_text="Episodes created, or whose document or codings changed, at or after this ISO 8601 time.",
@@ -108,6 +114,11 @@ class EpisodeFilter(filters.FilterSet):
     @extend_schema_field(OpenApiTypes.INT)
     def filter_coder(self, queryset, name, value):
         return queryset.filter(Exists(Coding.objects.filter(episode=OuterRef("pk"), coder_id=value.pk)))
+
+    def filter_q(self, queryset, name, value):
+        study = _study(self.request)
+        documents = Document.objects.filter(study=study) if study else Document.objects.none()
+        return queryset.filter(document_id__in=document_search(documents, value).order_by().values("pk"))
 
     def filter_updated_since(self, queryset, name, value):
         changed = Coding.objects.filter(episode=OuterRef("pk"), updated_at__gte=value)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .models import DocumentKind
+from .render import safe_link
 
 GITHUB_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
 LITERATURE_EXTENSIONS = {".bib", ".bibtex", ".ris", ".csv"}
@@ -59,14 +60,68 @@ class Skip:
     external_id: str = ""
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """Drop NUL, which PostgreSQL text and jsonb refuse, and replace a lone surrogate (which
+    JSON's \\ud800 escapes can produce, but no UTF-8 encoder accepts) by U+FFFD."""
+    if not _UNSTORABLE.search(text):
+        return text
+    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
+
+
 def clean_text(text: str) -> str:
-    """One newline convention (a browser turns CRLF into LF, so stored offsets stay true)
-    and no NUL characters, which PostgreSQL text columns refuse."""
+    """One newline convention (a browser turns CRLF into LF, so stored offsets stay true),
+    and nothing a database cannot store (see _storable)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    return text
+    return _storable(text)
+
+
+def clean_json(value: Any) -> Any:
+    """A JSON value with every string in it, keys included, made storable; newlines are kept as given."""
+    if isinstance(value, str):
+        return _storable(value)
+    if isinstance(value, dict):
+        return {_storable(k) if isinstance(k, str) else k: clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def unstorable_at(value: Any, path: str = "") -> str | None:
+    """Where in a JSON value the first NUL or lone surrogate is (e.g. "spans[0].name"), or None.
+
+    For input that is refused rather than cleaned (the incident API answers 400 naming the place)."""
+    if isinstance(value, str):
+        return (path or "(the value)") if _UNSTORABLE.search(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            here = f"{path}.{k}" if path else str(k)
+            if isinstance(k, str) and _UNSTORABLE.search(k):
+                return f"{path or '(top level)'}: a key"
+            found = unstorable_at(v, here)
+            if found:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = unstorable_at(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def record_clean(record: Record) -> Record:
+    """Make every field of a parsed record storable, whichever importer made it: a NUL or lone
+    surrogate in one issue's title, labels, author or raw JSON must not fail a whole import."""
+    for name in ("external_id", "cluster", "title", "url"):
+        setattr(record, name, _storable(getattr(record, name)))
+    record.body = clean_text(record.body)
+    record.labels = [label for label in (_storable(x) for x in record.labels) if label]
+    record.meta = clean_json(record.meta)
+    record.raw = clean_json(record.raw)
+    return record
 
 
 def _type_name(value: Any) -> str:
@@ -103,7 +158,7 @@ def _repo_of(item: dict) -> str | None:
 def _html_url(item: dict, repo: str, number: int, is_pr: bool) -> str:
     for key in ("html_url", "url"):
         value = item.get(key)
-        if isinstance(value, str) and _HTML_ITEM.match(value) and "/repos/" not in value:
+        if isinstance(value, str) and _HTML_ITEM.match(value) and "/repos/" not in value and safe_link(value):
             return value
     return f"https://github.com/{repo}/{'pull' if is_pr else 'issues'}/{number}"
 
@@ -165,16 +220,18 @@ def github_record(item: Any, n: int, *, include_prs: bool = False, where: str = 
         meta["pull_request"] = True
     # The body is stored once, in Document.body; `raw` keeps every other field as given.
     raw = {k: v for k, v in item.items() if k != "body"}
-    return Record(
-        kind=DocumentKind.GITHUB_ISSUE,
-        external_id=ident,
-        cluster=repo,
-        title=clean_text(item["title"]).strip()[:1000] or f"{repo}#{number}",
-        body=clean_text(item.get("body") or ""),
-        url=_html_url(item, repo, number, is_pr),
-        labels=[clean_text(x).strip() for x in names if x.strip()],
-        meta={k: v for k, v in meta.items() if v is not None},
-        raw=raw,
+    return record_clean(
+        Record(
+            kind=DocumentKind.GITHUB_ISSUE,
+            external_id=ident,
+            cluster=repo,
+            title=clean_text(item["title"]).strip()[:1000] or f"{repo}#{number}",
+            body=clean_text(item.get("body") or ""),
+            url=_html_url(item, repo, number, is_pr),
+            labels=[clean_text(x).strip() for x in names if x.strip()],
+            meta={k: v for k, v in meta.items() if v is not None},
+            raw=raw,
+        )
     )
 
 
@@ -330,7 +387,8 @@ def _literature_record(
         if doi.lower().startswith(prefix):
             doi = doi[len(prefix) :]
     key = key.strip()
-    url = url.strip() or (f"https://doi.org/{doi}" if doi else "")
+    # Only http(s) links are kept; a javascript: or data: url is dropped, and the DOI's link stands in.
+    url = safe_link(url.strip()) or (safe_link(f"https://doi.org/{doi}") if doi else "")
     if key:
         external_id = key
     elif doi:
@@ -353,15 +411,17 @@ def _literature_record(
     }
     if failure_description.strip() and abstract.strip():
         meta["abstract"] = abstract.strip()
-    return Record(
-        kind=DocumentKind.LITERATURE,
-        external_id=external_id[:500],
-        cluster=(key or doi or external_id)[:300],
-        title=clean_text(title).strip()[:1000],
-        body=clean_text(body),
-        url=url[:1000],
-        meta={k: v for k, v in meta.items() if v not in ("", [], None)},
-        raw=raw,
+    return record_clean(
+        Record(
+            kind=DocumentKind.LITERATURE,
+            external_id=external_id[:500],
+            cluster=(key or doi or external_id)[:300],
+            title=clean_text(title).strip()[:1000],
+            body=clean_text(body),
+            url=url[:1000],
+            meta={k: v for k, v in meta.items() if v not in ("", [], None)},
+            raw=raw,
+        )
     )
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -24,6 +24,10 @@ from .models import Job, JobStatus
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
+
+# A handler returns this when it has handed the work on (a chord of Celery tasks)
+# and a later task finishes the Job: `job_run` then leaves the Job running.
+DEFERRED = object()
 
 HANDLERS: dict[str, str] = {
     "recount": "annotate.services.studies.job_recount",
@@ -108,6 +112,29 @@ def _progress_write(job_id: int, done: int, total: int) -> None:
     thread.join()
 
 
+def _internal(exc: BaseException) -> bool:
+    """Errors whose text describes our database or encoder, not the user's input."""
+    import sqlite3
+
+    try:
+        from psycopg import Error as DriverError
+    except ImportError:  # a SQLite-only install
+        DriverError = sqlite3.Error
+    return isinstance(exc, DatabaseError | DriverError | sqlite3.Error | UnicodeError)
+
+
+def job_error_text(job: Job, exc: BaseException) -> str:
+    """What the job page shows for a failure: the message of an error about the input
+    (a bad record, too few labels), never a database's own text, which names tables and
+    bytes and helps nobody; the log keeps that, under the job's number."""
+    if _internal(exc):
+        return (
+            f"The {job.kind} stopped on an internal error and wrote nothing. "
+            f"The server log has the details under job {job.pk}."
+        )
+    return str(exc)[:4000]
+
+
 def job_run(*, job_id: int) -> Job | None:
     """Run a job's handler once. A finished job is not run again (idempotent redelivery)."""
     claimed = (
@@ -121,9 +148,14 @@ def job_run(*, job_id: int) -> Job | None:
     handler = import_string(HANDLERS[job.kind])
     try:
         result = handler(job=job, progress=job_progress_writer(job))
+        if result is DEFERRED:
+            job.refresh_from_db()
+            return job
     except Exception as exc:  # the job records any failure; the worker stays up
         log.exception("job %s (%s) failed", job.pk, job.kind)
-        Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED, error=str(exc)[:4000], finished_at=timezone.now())
+        Job.objects.filter(pk=job.pk).update(
+            status=JobStatus.FAILED, error=job_error_text(job, exc), finished_at=timezone.now()
+        )
     else:
         Job.objects.filter(pk=job.pk).update(
             status=JobStatus.SUCCESS, result=result, finished_at=timezone.now(), done=F("total")

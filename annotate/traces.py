@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .importers import ImportFileError, Record, clean_text
+from .importers import ImportFileError, Record, clean_json, clean_text
 from .models import DocumentKind, StepKind, StepStatus
 
 FORMATS = ("otlp", "openinference", "whowhen", "mast")
@@ -145,11 +145,14 @@ def _record(
     *, fmt: str, external_id: str, cluster: str, title: str, steps: list[Step], meta: dict, raw: dict, head: str = ""
 ) -> Record:
     _finish(steps)
-    meta = {**meta, "format": fmt, "trace": trace_summary(steps), "steps_sha256": _steps_digest(steps)}
+    for s in steps:  # names and ids come from the file too: nothing a database cannot store
+        s.agent, s.name, s.span_id = clean_text(s.agent), clean_text(s.name), clean_text(s.span_id)
+    meta = {**clean_json(meta), "format": fmt, "trace": trace_summary(steps), "steps_sha256": _steps_digest(steps)}
+    raw = clean_json(raw)
     return Record(
         kind=DocumentKind.TRACE,
-        external_id=external_id[:500],
-        cluster=(cluster or fmt)[:300],
+        external_id=clean_text(external_id)[:500],
+        cluster=clean_text(cluster or fmt)[:300],
         title=(clean_text(title).strip().splitlines() or [f"{fmt} trace"])[0][:1000] or f"{fmt} trace",
         body=_body(steps, head),
         meta=meta,
@@ -276,7 +279,7 @@ def parse_whowhen(data: Any, where: str) -> TraceRecord:
         raw=raw,
         head=head,
     )
-    return TraceRecord(record, steps, reference)
+    return TraceRecord(record, steps, clean_json(reference))
 
 
 # ------------------------------------------------------------------ MAST

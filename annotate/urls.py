@@ -6,6 +6,7 @@ from .views import documents as document_views
 from .views import incidents as incident_views
 from .views import suggestions as suggestion_views
 from .views import traces as trace_views
+from .views import webhook_settings as webhook_views
 
 urlpatterns = [
     path("", studies.study_list, name="study_list"),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("studies/<slug:slug>/episodes/<int:pk>/adjudicate/", adjudication.adjudication_page, name="adjudication_page"),
     path("studies/<slug:slug>/adjudicate/", adjudication.adjudication_list, name="adjudication_list"),
     path("studies/<slug:slug>/settings/coding/", coding_settings.coding_settings, name="study_coding_settings"),
+    path("studies/<slug:slug>/settings/webhook/", webhook_views.webhook_settings, name="study_webhook_settings"),
     path("studies/<slug:slug>/documents/", document_views.document_list, name="document_list"),
     path("studies/<slug:slug>/documents/<int:pk>/", document_views.document_detail, name="document_detail"),
     path(

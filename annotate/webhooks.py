@@ -11,17 +11,25 @@ check both origin and freshness:
 
 Every attempt is recorded as a WebhookDelivery; the Celery task
 `annotate.tasks.deliver_webhook` retries failures with exponential backoff.
+
+Nothing is sent without a secret, and nothing to an address inside our own
+network: the host is resolved and checked when an owner sets the URL and again
+at every attempt, and the connection goes to the very address that was checked,
+so a DNS answer that changes in between cannot redirect a delivery.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
+import socket
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
@@ -33,6 +41,56 @@ from .models import Document, Study, WebhookDelivery
 log = logging.getLogger(__name__)
 
 USER_AGENT = "Faultline-Webhooks/1"
+KEEP_ANSWER_BYTES = 500
+UNSIGNED_REFUSAL = "not sent: the study has no webhook secret (an owner makes one on the study's webhook page)"
+
+
+class WebhookRefused(ValueError):
+    """A destination we will not send to; the message says why, for the owner."""
+
+
+def _address_allowed(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    # is_global is False for loopback, private, link-local (cloud metadata at 169.254.169.254),
+    # shared (100.64/10), reserved and unspecified addresses.
+    return ip.is_global and not ip.is_multicast
+
+
+def webhook_destination(url: str) -> tuple[str, int, list[str]]:
+    """Check a webhook URL and resolve its host: (hostname, port, addresses), or WebhookRefused.
+
+    Only http(s) URLs are allowed, and, unless FAULTLINE_WEBHOOK_ALLOW_PRIVATE is set, only hosts
+    whose every address is public: a webhook must never reach the loopback, the private network
+    or a cloud metadata service from inside our network.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise WebhookRefused(f"not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise WebhookRefused("use an http:// or https:// URL with a host name")
+    if parts.username or parts.password:
+        raise WebhookRefused("leave credentials out of the URL; the signature authenticates each delivery")
+    port = port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise WebhookRefused(f"the host {parts.hostname} does not resolve ({exc})") from None
+    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    if not addresses:
+        raise WebhookRefused(f"the host {parts.hostname} has no address")
+    if not settings.FAULTLINE_WEBHOOK_ALLOW_PRIVATE:
+        private = [a for a in addresses if not _address_allowed(a)]
+        if private:
+            raise WebhookRefused(
+                f"{parts.hostname} resolves to {', '.join(private[:3])}, a loopback, private, link-local or "
+                "metadata address; webhooks go to public addresses only (FAULTLINE_WEBHOOK_ALLOW_PRIVATE=1 "
+                "allows others)"
+            )
+    return parts.hostname, port, addresses
 
 
 def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -51,10 +109,41 @@ def webhook_backoff(attempt: int) -> float:
     return settings.FAULTLINE_WEBHOOK_BACKOFF_S * (2 ** (attempt - 1))
 
 
+def _post(url: str, address: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
+    """POST to the checked address (not a fresh DNS answer), with the URL's Host and TLS name.
+
+    Returns the status and, for a failure, at most KEEP_ANSWER_BYTES of the answer; a
+    receiver that answers with megabytes is never read further.
+    """
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+    headers = {**headers, "Host": parts.netloc}
+    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    with (
+        httpx.Client(timeout=settings.FAULTLINE_WEBHOOK_TIMEOUT_S, follow_redirects=False) as client,
+        client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response,
+    ):
+        if 200 <= response.status_code < 300:
+            return response.status_code, ""
+        kept = b""
+        for chunk in response.iter_bytes():
+            kept += chunk
+            if len(kept) >= KEEP_ANSWER_BYTES:
+                break
+        answer = kept[:KEEP_ANSWER_BYTES].decode("utf-8", "ignore")
+        return response.status_code, f"HTTP {response.status_code}: {answer}"
+
+
 def webhook_attempt(
     *, study_id: int, document_id: int | None, event: str, event_id: str, payload: dict, attempt: int
 ) -> WebhookDelivery | None:
-    """Send one attempt and record it. None when the study has no webhook URL (any more)."""
+    """Send one attempt and record it. None when the study has no webhook URL (any more).
+
+    Without a secret nothing is sent (a receiver could not tell our events from forged ones), and
+    the destination is checked again here: the attempt is recorded as failed, so it is retried.
+    """
     study = Study.objects.filter(pk=study_id).first()
     if study is None or not study.webhook_url:
         return None
@@ -67,18 +156,18 @@ def webhook_attempt(
         "X-Faultline-Delivery": event_id,
         "X-Faultline-Attempt": str(attempt),
         "X-Faultline-Timestamp": timestamp,
-        "X-Faultline-Signature": webhook_signature(study.webhook_secret, timestamp, body),
     }
     status_code, error = None, ""
     try:
-        response = httpx.post(
-            study.webhook_url, content=body, headers=headers, timeout=settings.FAULTLINE_WEBHOOK_TIMEOUT_S
-        )
-        status_code = response.status_code
-        if not 200 <= status_code < 300:
-            error = f"HTTP {status_code}: {response.text[:500]}"
+        if not study.webhook_secret:
+            raise WebhookRefused(UNSIGNED_REFUSAL)
+        headers["X-Faultline-Signature"] = webhook_signature(study.webhook_secret, timestamp, body)
+        _, _, addresses = webhook_destination(study.webhook_url)
+        status_code, error = _post(study.webhook_url, addresses[0], body, headers)
+    except WebhookRefused as exc:
+        error = str(exc) if str(exc) == UNSIGNED_REFUSAL else f"not sent: {exc}"
     except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {exc}"[:1000]
+        error = f"{type(exc).__name__}: {exc}"[:KEEP_ANSWER_BYTES]
     return WebhookDelivery.objects.create(
         study=study, document_id=document_id, event=event, event_id=event_id, url=study.webhook_url,
         payload=json.loads(body), attempt=attempt, status_code=status_code, error=error, delivered=not error,

@@ -210,6 +210,8 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or (
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None
 )
 CELERY_RESULT_EXPIRES = 3600
+# A failing chunk calls the chord's error callback (the behaviour Celery will make the default).
+CELERY_TASK_ALLOW_ERROR_CB_ON_CHORD_HEADER = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -223,6 +225,9 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "inte
 FAULTLINE_REQUEUE_EVERY_S = envfloat("FAULTLINE_REQUEUE_EVERY_S", 60.0)
 FAULTLINE_REQUEUE_AFTER_S = envfloat("FAULTLINE_REQUEUE_AFTER_S", 60.0)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("FAULTLINE_CELERY_QUEUE", "celery")
+# The queue of the bootstrap chunks. Empty: the default queue. Set it (e.g. "analysis") to run
+# the analysis on workers of its own (`celery -A config worker -Q analysis`), on other machines.
+FAULTLINE_ANALYSIS_QUEUE = os.environ.get("FAULTLINE_ANALYSIS_QUEUE", "")
 
 # The LLM suggester (annotate/llm.py). Without a key, the local scikit-learn one is used.
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
@@ -253,6 +258,8 @@ FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = envint("FAULTLINE_EXPORT_PARQUET_SYNC_ROWS"
 FAULTLINE_WEBHOOK_MAX_ATTEMPTS = envint("FAULTLINE_WEBHOOK_MAX_ATTEMPTS", 6)
 FAULTLINE_WEBHOOK_BACKOFF_S = envfloat("FAULTLINE_WEBHOOK_BACKOFF_S", 30.0)  # doubles after each failed attempt
 FAULTLINE_WEBHOOK_TIMEOUT_S = envfloat("FAULTLINE_WEBHOOK_TIMEOUT_S", 10.0)
+# Webhooks go to public addresses only; 1 allows loopback and private ones (a receiver on the same network, tests).
+FAULTLINE_WEBHOOK_ALLOW_PRIVATE = envbool("FAULTLINE_WEBHOOK_ALLOW_PRIVATE", False)
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0001_initial'),
+        ('annotate', '0002_scale18_search'),
     ]
 
     operations = [

@@ -29,6 +29,7 @@ from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 from .. import exports
 from ..filters import EpisodeFilter
+from ..importers import clean_json
 from ..labels import resolve_label
 from ..models import (
     Adjudication,
@@ -154,6 +155,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                 elif col in exports.FLOAT_COLUMNS:
                     row[col] = float(value) if value else None
                 else:
+                    value = exports.csv_text_decode(value)
                     row[col] = value if value or col in _TEXT_NOT_NULL else None
             codings = []
             for i in range(1, slots + 1):
@@ -166,6 +168,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                     if key in exports.CODING_BOOLS:
                         coding[key] = _bool(value)
                     else:
+                        value = exports.csv_text_decode(value)
                         coding[key] = value if value or key in _CODING_TEXT_NOT_NULL else None
                 codings.append(coding)
             row["codings"] = codings
@@ -279,7 +282,7 @@ def dataset_import(
     man = _manifest_for(path)
     if man and man.get("sha256") and man["sha256"] != _sha256(path):
         raise ValidationError({"file": f"'{path.name}' does not match the sha256 in its manifest"})
-    rows = list(dataset_rows(path))
+    rows = [clean_json(row) for row in dataset_rows(path)]
     if not rows:
         raise ValidationError({"file": f"'{path.name}' has no rows"})
     label = rows[0]["codebook"]

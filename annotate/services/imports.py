@@ -335,8 +335,7 @@ def import_file(
     except IntegrityError as exc:
         # Only a concurrent import of the same documents can collide on the unique key.
         raise ImportFileError(
-            "another import wrote some of these documents at the same time; run this one again "
-            f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
+            "another import wrote some of these documents at the same time; run this one again (it is idempotent)"
         ) from exc
     if progress is not None:
         progress(result.seen, result.seen)

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from ..importers import unstorable_at
 from ..models import (
     Artifact,
     Document,
@@ -30,6 +31,7 @@ from ..models import (
     TriageEvent,
     TriageStatus,
 )
+from ..render import safe_link
 from ..traces import TraceArtifact, trace_summary
 from .studies import queue_key_for
 from .traces import artifacts_link, steps_write, trace_steps_of_value
@@ -96,6 +98,12 @@ def incident_validate(data: IncidentData) -> None:
         errors["severity"] = f"Severity must be one of {', '.join(SEVERITIES)}."
     if data.trace is not None and len(json.dumps(data.trace)) > MAX_TRACE_BYTES:
         errors["trace"] = f"The trace is larger than {MAX_TRACE_BYTES} bytes as JSON."
+    elif data.trace is not None and (where := unstorable_at(data.trace)):
+        # A trace is kept as sent, so it is refused rather than silently changed.
+        errors["trace"] = (
+            f"The trace holds a NUL character or an unpaired surrogate escape at {where[:200]}; "
+            "send valid Unicode text without NUL."
+        )
     if len(data.artifacts) > MAX_ARTIFACTS:
         errors["artifacts"] = f"At most {MAX_ARTIFACTS} artifacts."
     elif sum(len(a.content) for a in data.artifacts) > MAX_ARTIFACTS_TOTAL:
@@ -107,7 +115,7 @@ def incident_validate(data: IncidentData) -> None:
             errors[f"artifacts[{n}]"] = "Give either content or a url."
         if len(a.content) > MAX_ARTIFACT_CHARS:
             errors[f"artifacts[{n}].content"] = f"At most {MAX_ARTIFACT_CHARS} characters."
-        if a.url and not a.url.startswith(("https://", "http://")):
+        if a.url and not safe_link(a.url):
             errors[f"artifacts[{n}].url"] = "Only http and https links."
         if (a.span_id or a.step is not None) and data.trace is None:
             errors[f"artifacts[{n}]"] = "span_id and step name a step of the trace: send the trace too."

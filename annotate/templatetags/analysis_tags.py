@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.html import format_html
 
 register = template.Library()
 MISSING = "\u2013"  # an en dash for "no value"
@@ -38,6 +39,26 @@ def interval(low, high, kind: str = "pct") -> str:
         return ""
     fmt = {"pct": pct, "pp": pp, "num": num}[kind]
     return f"[{fmt(low)}, {fmt(high)}]"
+
+
+@register.simple_tag
+def estimate(e: dict, kind: str = "num") -> str:
+    """An agreement estimate: value, its interval (or one-sided bound), why it is missing, and any warning."""
+    fmt = {"pct": pct, "pp": pp, "num": num}[kind]
+    if e.get("value") is None:
+        return format_html('— <span class="muted">{}</span>', e.get("reason", ""))
+    if e.get("one_sided"):
+        ci = format_html(
+            '<span class="muted" title="One-sided lower bound: Clopper-Pearson bound on the share of disagreeing '
+            'episodes, carried through the chance correction">≥ {} (one-sided)</span>',
+            fmt(e["ci_low"]),
+        )
+    elif e.get("ci_low") is not None:
+        ci = format_html('<span class="muted">[{}, {}]</span>', fmt(e["ci_low"]), fmt(e["ci_high"]))
+    else:
+        ci = format_html('<span class="muted">{}</span>', e.get("reason", ""))
+    warning = format_html(' <span class="warn" role="note">⚠ {}</span>', e["warning"]) if e.get("warning") else ""
+    return format_html("{} {}{}", fmt(e["value"]), ci, warning)
 
 
 @register.filter

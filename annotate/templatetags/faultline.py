@@ -1,6 +1,6 @@
 from django import template
 
-from annotate.render import render_markdown
+from annotate.render import render_markdown, safe_link
 
 register = template.Library()
 
@@ -9,3 +9,9 @@ register = template.Library()
 def markdown_filter(text):
     """Render imported Markdown/HTML as sanitised HTML: {{ document.body|markdown }}."""
     return render_markdown(text)
+
+
+@register.filter(name="safe_link")
+def safe_link_filter(url):
+    """An imported link, only if it is http(s): {% with link=document.url|safe_link %}{% if link %}..."""
+    return safe_link(url)

@@ -85,6 +85,10 @@ def test_it_downloads_csv_and_json_that_match_the_document(paper, client, alice)
         )
     )
     assert {r["a"] for r in diff} == {"github_issue"} and len(diff) == 42
+    assert hot["interval"] == "korn_graubard" and int(hot["clusters_with_records"]) == gh["clusters_with_records"][3][3]
+    assert "True" in {r["few_clusters"] for r in rows}
+    assert all((r["few_clusters"] == "True") == (int(r["clusters_with_records"]) < 5) for r in rows)
+    assert {r["interval"] for r in diff} == {"percentile"} and "few_clusters" in diff[0]
     section = json.loads(client.get("/studies/alpha/analysis/difference.json?bootstrap=200&seed=1").content)
     assert section["difference"]["a"] == "github_issue"
     assert client.get("/studies/alpha/analysis/nothing.svg").status_code == 404
@@ -102,6 +106,18 @@ def test_it_hides_the_pages_from_non_members(paper, client, charlie):
         "analysis/cell/literature/planning/reasoning/",
     ):
         assert client.get(f"/studies/alpha/{path}").status_code == 404
+
+
+def test_it_offers_the_interval_methods_and_marks_cells_on_few_clusters(paper, client, alice):
+    client.force_login(alice)
+    html = client.get("/studies/alpha/analysis/?bootstrap=200").content.decode()
+    assert '<option value="korn_graubard" selected>' in html and "(default)" in html
+    assert "Korn-Graubard (Clopper-Pearson on the design-effect effective sample size)" in html
+    assert 'aria-label="fewer than 5 clusters with records">†</span>' in html
+    html = client.get("/studies/alpha/analysis/?bootstrap=200&interval=wilson_deff").content.decode()
+    assert '<option value="wilson_deff" selected>' in html and "cell intervals: Wilson" in html
+    r = client.get("/studies/alpha/analysis/?interval=wald")
+    assert r.status_code == 400 and "interval:" in r.content.decode()
 
 
 def test_it_explains_bad_parameters(paper, client, alice):
@@ -124,7 +140,9 @@ def test_a_large_b_runs_as_a_job_started_by_a_coder_not_a_viewer(
     with django_capture_on_commit_callbacks(execute=False):
         r = client.post("/studies/alpha/analysis/run/", {"bootstrap": "640", "seed": "3", "cell": "setup:memory"})
     job = Job.objects.get(kind="bootstrap")
-    assert job.params == {"bootstrap": 640, "seed": 3, "cap": 5, "bca": False, "cell": "setup:memory"}
+    assert job.params == {
+        "bootstrap": 640, "seed": 3, "cap": 5, "bca": False, "cell": "setup:memory", "interval": "korn_graubard"
+    }  # fmt: skip
     assert r.status_code == 302 and f"job={job.pk}" in r["Location"]
     page = client.get(r["Location"])
     assert f'id="job-{job.pk}"' in page.content.decode()  # the shared progress partial
@@ -142,6 +160,7 @@ def test_it_shows_agreement_and_coverage(paper, client, vera):
     html = r.content.decode()
     assert r.status_code == 200 and "Krippendorff" in html and "alice \u00d7 bob" in html and "Confusion matrix" in html
     assert client.get("/studies/alpha/agreement/?bootstrap=nope").status_code == 400
+    assert "over 8 categories" in html and "Gwet's generalised formulas" in html
     data = json.loads(client.get("/studies/alpha/agreement/?format=json&bootstrap=200").content)
     assert data["schema"] == "faultline.agreement/1"
     r = client.get("/studies/alpha/coverage/")

@@ -16,6 +16,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from taxonomy import stats
+
 from .. import figures
 from ..access import study_view
 from ..analysis import (
@@ -34,7 +36,8 @@ from ..analysis_tasks import over_threshold
 from ..jobs import job_start
 from ..models import Job, Study
 
-PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca")
+PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
+METHODS = [(m, stats.CELL_METHOD_NAMES[m]) for m in stats.CELL_METHODS]
 FORMATS = {"svg": "image/svg+xml", "png": "image/png", "csv": "text/csv; charset=utf-8", "json": "application/json"}
 
 
@@ -72,7 +75,8 @@ def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
     big = params is not None and over_threshold(params.bootstrap)
     context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
                "params": params, "query": _query(request), "kinds": [(k, KIND_LABELS[k]) for k in KINDS],
-               "axes": codebook_axes(study), "big": big}  # fmt: skip
+               "axes": codebook_axes(study), "big": big, "methods": METHODS,
+               "default_method": stats.DEFAULT_CELL_METHOD}  # fmt: skip
     if doc is not None:
         context.update(_panels(request, study, doc))
     template = "annotate/partials/_sensitivity.html" if request.htmx and doc else "annotate/analysis.html"
@@ -151,7 +155,8 @@ def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
     except ParameterError as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect(reverse("analysis_page", args=[study.slug]))
-    job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca}
+    job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca,
+                  "interval": params.interval}  # fmt: skip
     job_params.update({k: request.POST[k] for k in ("cell", "contrast") if request.POST.get(k)})
     job = job_start(kind="bootstrap", study=study, user=request.user, params=job_params)
     query = urlencode({**job_params, "bca": "1" if params.bca else "", "job": job.pk})

@@ -20,19 +20,15 @@ from ..services.imports import import_upload_start, upload_max_bytes
 BODY_DISPLAY_LIMIT = 100_000
 
 
-def _cursor(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
-
-
 @require_GET
 @study_view("read")
 def document_list(request: HttpRequest, study: Study) -> HttpResponse:
     filters = DocumentFilters.from_query(request.GET)
-    page = documents_page(study, filters, after=_cursor(request.GET.get("after")),
-                          before=_cursor(request.GET.get("before")))  # fmt: skip
+    page = documents_page(study, filters, after=request.GET.get("after"), before=request.GET.get("before"))
     for doc in page.rows:
         doc.label_list = document_labels(doc)
         doc.episode_stats = page.episodes.get(doc.pk, {})
+        doc.snippet = page.snippets.get(doc.pk, "")
     context = {
         "study": study, "page": page, "filters": filters, "query": filters.as_query(),
         "kinds": DocumentKind.choices, "splits": Split.choices,

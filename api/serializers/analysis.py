@@ -10,6 +10,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from annotate.analysis import AGREEMENT_B, DEFAULT_B
+from taxonomy.stats import CELL_METHOD_NAMES, CELL_METHODS, DEFAULT_CELL_METHOD, MIN_CLUSTERS
 
 
 class MatrixQuerySerializer(serializers.Serializer):
@@ -30,7 +31,16 @@ class MatrixQuerySerializer(serializers.Serializer):
     cap = serializers.IntegerField(
         required=False, min_value=1, max_value=10000, help_text="At most this many episodes per cluster (check)."
     )
-    bca = serializers.BooleanField(required=False, default=False, help_text="BCa instead of percentile intervals.")
+    bca = serializers.BooleanField(
+        required=False, default=False, help_text='BCa bootstrap intervals (the old spelling of interval="bca").'
+    )
+    interval = serializers.ChoiceField(
+        choices=list(CELL_METHODS),
+        required=False,
+        help_text=f"Cell-share interval, default {DEFAULT_CELL_METHOD}: "
+        + "; ".join(f"{k}: {v}" for k, v in CELL_METHOD_NAMES.items())
+        + ". Differences between kinds always use the cluster bootstrap (BCa with interval=bca).",
+    )
 
 
 class AgreementQuerySerializer(serializers.Serializer):
@@ -45,6 +55,17 @@ class EstimateSerializer(serializers.Serializer):
     ci_low = serializers.FloatField(allow_null=True)
     ci_high = serializers.FloatField(allow_null=True)
     reason = serializers.CharField(help_text="Why the value or interval is missing, if it is.")
+    interval = serializers.ChoiceField(
+        choices=["percentile", "clopper_pearson_one_sided"],
+        help_text="percentile bootstrap, or at perfect / near-perfect agreement a one-sided lower bound "
+        "(ci_low; ci_high is then 1): Clopper-Pearson on the share of disagreeing episodes, carried through "
+        "the chance correction.",
+    )
+    one_sided = serializers.BooleanField()
+    undefined_share = serializers.FloatField(
+        allow_null=True, help_text="Share of bootstrap replicates in which the statistic was undefined (left out)."
+    )
+    warning = serializers.CharField(help_text="Set when undefined_share is above 5%, with the reason.")
 
 
 class StudyRefSerializer(serializers.Serializer):
@@ -87,6 +108,16 @@ class KindSerializer(serializers.Serializer):
     proportions = grid("Cell share of the kind's episodes; null without episodes.")
     ci_low = grid("Lower interval limits; null without enough data.")
     ci_high = grid("Upper interval limits; null without enough data.")
+    interval = serializers.ChoiceField(choices=list(CELL_METHODS), help_text="The cell-share interval method.")
+    clusters_with_records = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="Per cell, the clusters holding at least one of its episodes.",
+    )
+    few_clusters = serializers.ListField(
+        child=serializers.ListField(child=serializers.BooleanField()),
+        help_text=f"Per cell: the interval rests on fewer than {MIN_CLUSTERS} clusters with records.",
+    )
+    n_eff = grid("Design-effect effective sample size per cell; null without enough data.")
     distributions = DistributionsSerializer()
     excluded = serializers.DictField(child=serializers.IntegerField(), help_text="Excluded episodes by reason.")
 
@@ -101,6 +132,11 @@ class DifferenceSerializer(serializers.Serializer):
     ci_high = grid("Upper limits; null without enough data.")
     excludes_zero = serializers.ListField(
         child=serializers.ListField(child=serializers.BooleanField()), allow_null=True
+    )
+    interval = serializers.ChoiceField(choices=["percentile", "bca"], help_text="Cluster-bootstrap interval.")
+    few_clusters = serializers.ListField(
+        child=serializers.ListField(child=serializers.BooleanField()),
+        help_text=f"Per cell: either kind rests on fewer than {MIN_CLUSTERS} clusters with records.",
     )
 
 
@@ -134,6 +170,7 @@ class ContrastSerializer(serializers.Serializer):
     ci_low = serializers.FloatField(allow_null=True)
     ci_high = serializers.FloatField(allow_null=True)
     excludes_zero = serializers.BooleanField(allow_null=True)
+    few_clusters = serializers.BooleanField(help_text=f"Either kind rests on fewer than {MIN_CLUSTERS} clusters.")
     sensitivity_bootstrap = serializers.IntegerField(required=False, allow_null=True)
     sensitivity = CheckSerializer(many=True)
 
@@ -158,8 +195,9 @@ class AnalysisDocumentSerializer(serializers.Serializer):
     schema = serializers.CharField(help_text="faultline.analysis/1")
     study = StudyRefSerializer()
     parameters = serializers.DictField(
-        help_text="bootstrap, seed, level, interval, resampling, block, cap, subsamples, codebook, label_rule, "
-        "label_coder"
+        help_text="bootstrap, seed, level, interval (the cell method), interval_name, interval_default, "
+        "interval_methods, difference_interval, min_clusters, resampling, block, cap, subsamples, codebook, "
+        "label_rule, label_coder"
     )
     data = DataSnapshotSerializer()
     axes = serializers.DictField(help_text="stages and capabilities: lists of {code, name}, the matrix order.")
@@ -185,7 +223,12 @@ class AxisAgreementSerializer(serializers.Serializer):
     reason = serializers.CharField()
     n_episodes = serializers.IntegerField()
     n_ratings = serializers.IntegerField()
-    n_categories = serializers.IntegerField()
+    n_categories = serializers.IntegerField(
+        help_text="The codebook's categories for the axis: what Gwet's AC1 spreads chance agreement over."
+    )
+    categories_used = serializers.IntegerField(help_text="Categories some coder used.")
+    n_rated = serializers.IntegerField(help_text="Episodes with at least one coding (they enter chance terms).")
+    disagreeing = serializers.IntegerField(help_text="Episodes coded by two or more with any disagreement.")
     percent_agreement = EstimateSerializer()
     fleiss_kappa = EstimateSerializer()
     krippendorff_alpha = EstimateSerializer()

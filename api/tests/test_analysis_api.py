@@ -49,12 +49,56 @@ def test_it_serves_agreement_and_coverage(paper, bob, as_user):
         ("contrast=github_issue-papers", "contrast"),
         ("cap=0", "cap"),
         ("bca=maybe", "bca"),
+        ("interval=wald", "interval"),
+        ("interval=wilson_deff&bca=true", "bca"),
     ],
 )
 def test_it_rejects_bad_parameters_with_field_errors(paper, alice, as_user, query, field):
     r = as_user(alice).get(f"/api/v1/studies/alpha/matrix/?{query}")
     assert r.status_code == 400
     assert field in r.json()
+
+
+def test_it_names_the_interval_method_and_flags_cells_on_few_clusters(paper, vera, as_user):
+    doc = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200&interval=jeffreys_deff").json()
+    p = doc["parameters"]
+    assert (p["interval"], p["interval_default"], p["difference_interval"]) == (
+        "jeffreys_deff", "korn_graubard", "percentile"
+    )  # fmt: skip
+    assert p["interval_name"].startswith("Jeffreys") and p["min_clusters"] == 5
+    gh = next(k for k in doc["kinds"] if k["kind"] == "github_issue")
+    assert gh["interval"] == "jeffreys_deff"
+    for i, row in enumerate(gh["clusters_with_records"]):
+        for j, n in enumerate(row):
+            assert gh["few_clusters"][i][j] == (n < 5)
+            if gh["counts"][i][j] == 0:
+                assert gh["ci_high"][i][j] > 0  # an empty cell still gets a real upper bound
+    assert any(f for row in gh["few_clusters"] for f in row)
+    default = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200").json()
+    assert default["parameters"]["interval"] == "korn_graubard"
+    bca = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200&bca=true").json()
+    assert bca["parameters"]["interval"] == bca["parameters"]["difference_interval"] == "bca"
+    diff = doc["differences"][0]
+    assert diff["interval"] == "percentile" and len(diff["few_clusters"]) == len(gh["counts"])
+    assert isinstance(doc["contrast"]["few_clusters"], bool)
+
+
+def test_it_reports_agreement_methods_undefined_shares_and_ac1_categories(paper, bob, as_user):
+    agr = as_user(bob).get("/api/v1/studies/alpha/agreement/?bootstrap=200&seed=1").json()
+    by_axis = {a["axis"]: a for a in agr["axes"]}
+    # The codebook's categories, used or not: 7 stages + not a failure; whole labels: every combination.
+    assert by_axis["stage"]["n_categories"] == 8
+    ft = by_axis["failure_type"]
+    assert ft["n_categories"] >= ft["categories_used"]
+    assert by_axis["overall"]["n_categories"] > 1000
+    for axis in agr["axes"]:
+        if axis["status"] != "ok":
+            continue
+        for key in ("percent_agreement", "fleiss_kappa", "krippendorff_alpha", "gwet_ac1"):
+            e = axis[key]
+            assert e["interval"] in ("percentile", "clopper_pearson_one_sided")
+            assert e["one_sided"] == (e["interval"] == "clopper_pearson_one_sided")
+            assert 0 <= e["undefined_share"] <= 1 and (e["warning"] != "") == (e["undefined_share"] > 0.05)
 
 
 def test_it_rejects_bad_agreement_parameters(paper, alice, as_user):

@@ -159,7 +159,8 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver(study):
+def receiver(study, settings):
+    settings.FAULTLINE_WEBHOOK_ALLOW_PRIVATE = True  # the receiver listens on 127.0.0.1
     r = Receiver(secret="s3cret-for-tests")
     study.webhook_url, study.webhook_secret = r.url, r.secret
     study.save(update_fields=["webhook_url", "webhook_secret"])

@@ -148,3 +148,20 @@ def test_every_operation_and_field_is_described(as_user, alice):
         for field, spec in components[name]["properties"].items():
             described = spec.get("description") or any("description" in s for s in spec.get("allOf", []))
             assert described or "$ref" in spec or "allOf" in spec, f"{name}.{field}"
+
+
+def test_episodes_and_documents_filter_by_full_text_search(as_user, alice, many, other_study, make_episode):
+    from annotate.models import Document
+
+    Document.objects.filter(pk=many[3].document_id).update(title="The search tool timed out", body="timeouts")
+    Document.objects.filter(pk=many[9].document_id).update(body="Every call hit a Timeout in the browser.")
+    make_episode(other_study, kind="github_issue", cluster="x/y")
+    Document.objects.filter(study=other_study).update(body="timeout")
+    client = as_user(alice)
+    episodes = _all(client, "/api/v1/studies/alpha/episodes/?q=timeout")
+    assert [r["id"] for r in episodes] == [many[3].pk, many[9].pk]
+    docs = _all(client, "/api/v1/studies/alpha/documents/?q=timeout%20-browser")
+    assert [d["id"] for d in docs] == [many[3].document_id]
+    assert _all(client, "/api/v1/studies/alpha/episodes/?q=timeout&kind=literature") == [
+        r for r in episodes if r["id"] == many[9].pk
+    ]

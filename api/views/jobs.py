@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from annotate.jobs import job_start
 from annotate.models import SuggestionBackend
+from taxonomy.stats import CELL_METHODS, DEFAULT_CELL_METHOD
 
 from .. import selectors
 from ..permissions import StudyMember
@@ -139,6 +140,9 @@ class AnalysisRequestSerializer(serializers.Serializer):
     )
     cap = serializers.IntegerField(required=False, allow_null=True, help_text="Cap per cluster (1-10000).")
     bca = serializers.BooleanField(required=False, help_text="Bias-corrected and accelerated intervals.")
+    interval = serializers.ChoiceField(
+        choices=list(CELL_METHODS), required=False, help_text=f"Cell-share interval (default {DEFAULT_CELL_METHOD})."
+    )
 
 
 class AnalysisStart(APIView):

@@ -109,11 +109,17 @@ def test_it_matches_exact_probabilities_on_two_clusters():
     assert freq == pytest.approx([0.25, 0.5, 0.25], abs=0.02)
 
 
-def test_it_gives_degenerate_intervals_when_every_cluster_is_identical():
+def test_it_gives_a_real_interval_even_when_every_cluster_is_identical():
     d = design([0, 1, 0, 1, 0, 1], ["a", "a", "b", "b", "c", "c"], K=2)
     reps = stats.replicate_blocks([d], B=500, seed=1)[0]
-    boot = stats.cell_intervals(d, reps)
+    # The percentile bootstrap cannot see any spread: every replicate is 1/2.
+    boot = stats.cell_intervals(d, reps, method="percentile")
     assert boot.low.tolist() == [0.5, 0.5] and boot.high.tolist() == [0.5, 0.5]
+    # The default still says that 6 episodes in 3 clusters pin little down.
+    default = stats.cell_intervals(d, reps)
+    assert default.method == stats.DEFAULT_CELL_METHOD
+    assert (default.low < 0.2).all() and (default.high > 0.8).all()
+    assert default.few_clusters.all()
 
 
 def slow_cluster_bootstrap(cells, clusters, K, B, seed):
@@ -189,6 +195,7 @@ def simulate_coverage(n_draws: int, B: int, seed: int) -> tuple[float, float]:
     return hit_cell / n_draws, hit_diff / n_draws
 
 
+@pytest.mark.slow
 def test_it_covers_known_proportions_at_close_to_the_nominal_rate():
     cell, diff = simulate_coverage(n_draws=300, B=400, seed=42)
     # 300 draws: a 95% rate has a standard error of about 1.3 points.
@@ -363,3 +370,579 @@ def test_it_computes_wilson_intervals():
     assert stats.wilson(0, 5).low == 0.0 and stats.wilson(5, 5).high == 1.0
     none = stats.wilson(0, 0)
     assert not none.enough and none.value is None and none.reason
+
+
+# --- input validation ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda v: stats.cell_matrix(np.array([v, 0]), np.array([0, 0]), 2, 2), "rows"),
+        (lambda v: stats.cell_matrix(np.array([0, 0]), np.array([0, v]), 2, 2), "cols"),
+        (lambda v: stats.distribution(np.array([v, 1]), 2), "values"),
+        (lambda v: stats.cluster_design(np.array([v, 1]), ["a", "b"], 2), "cells"),
+        (lambda v: stats.agreement(np.array([[v, 1], [1, 1], [0, 0]]), 2, B=10), "codes"),
+    ],
+)
+@pytest.mark.parametrize("bad", [0.9, -2, float("nan")])
+def test_it_refuses_fractional_missing_like_and_nan_codes_naming_the_argument(call, name, bad):
+    with pytest.raises(ValueError, match=rf"^{name} "):
+        call(bad)
+
+
+def test_it_accepts_whole_float_codes_as_the_integers_they_are():
+    as_float = stats.agreement(np.array([[0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 0.0]]), 2, B=50, seed=1)
+    as_int = stats.agreement(np.array([[0, 1], [1, 1], [0, 0], [-1, 0]]), 2, B=50, seed=1)
+    assert as_float.fleiss_kappa == as_int.fleiss_kappa and as_float.n_rated == 4
+    assert stats.distribution(np.array([1.0, -1.0]), 2).counts.tolist() == [0, 1]
+    with pytest.raises(ValueError, match=r"^codes must hold integer codes"):
+        stats.agreement(np.array([["a", "b"], ["c", "d"]], dtype=object), 2)
+
+
+@pytest.mark.parametrize("B", [0, -5, 2.5, True, None])
+def test_it_refuses_a_replicate_count_that_is_not_a_positive_whole_number(B):
+    d = paper_like()
+    for call in (
+        lambda: stats.replicate_blocks([d], B=B, seed=1),
+        lambda: stats.agreement(np.array([[0, 1], [1, 1], [0, 0]]), 2, B=B),
+        lambda: stats.bootstrap_diff_cell(d, d, 0, B=B, seed=1),
+        lambda: stats.sensitivity(d, d, 0, B=B, seed=1),
+    ):
+        with pytest.raises(ValueError, match=r"^B must be a whole number of at least 1"):
+            call()
+
+
+@pytest.mark.parametrize("level", [-0.95, 0, 1, 1.5, True, float("nan"), "0.95"])
+def test_it_refuses_a_level_outside_zero_to_one(level):
+    d = paper_like()
+    reps = stats.replicate_blocks([d], B=10, seed=1)[0]
+    for call in (
+        lambda: stats.cell_intervals(d, reps, level=level),
+        lambda: stats.cell_intervals(d, reps, level=level, method="percentile"),
+        lambda: stats.diff_intervals(d, d, reps, reps, level=level),
+        lambda: stats.agreement(np.array([[0, 1], [1, 1], [0, 0]]), 2, B=10, level=level),
+        lambda: stats.wilson(1, 2, level=level),
+        lambda: stats.bootstrap_diff_cell(d, d, 0, B=10, seed=1, level=level),
+        lambda: stats.one_sided_disagreement(0, 5, level=level),
+    ):
+        with pytest.raises(ValueError, match=r"^level must be between 0 and 1 \(exclusive\)"):
+            call()
+
+
+def test_it_refuses_cluster_names_that_would_merge():
+    with pytest.raises(ValueError, match=r"^clusters mix types whose names collide"):
+        stats.cluster_design(np.array([0, 1]), np.array([1, "1"], dtype=object), 2)
+    # Mixed types that stay distinct, and integers alone, are fine.
+    assert stats.cluster_design(np.array([0, 1]), np.array([1, "2"], dtype=object), 2).names == ("1", "2")
+    assert stats.cluster_design(np.array([0, 1, 1]), np.array([10, 9, 10]), 2).names == ("10", "9")
+    with pytest.raises(ValueError, match=r"^cells and clusters must have the same length"):
+        stats.cluster_design(np.array([0, 1]), ["a"], 2)
+
+
+def test_it_checks_the_range_of_cells_rows_cols_and_values():
+    with pytest.raises(ValueError, match=r"^cells hold a cell index out of range"):
+        stats.cluster_design(np.array([0, 4]), ["a", "b"], 4)
+    with pytest.raises(ValueError, match=r"^cells hold a cell index out of range"):
+        stats.cluster_design(np.array([-1, 0]), ["a", "b"], 4)
+    assert stats.cluster_design(np.array([0, 3]), ["a", "b"], 4).totals.tolist() == [1, 0, 0, 1]
+    with pytest.raises(ValueError, match=r"^rows or cols hold a code out of range"):
+        stats.cell_matrix(np.array([2]), np.array([0]), 2, 2)
+    with pytest.raises(ValueError, match=r"^rows or cols hold a code out of range"):
+        stats.cell_matrix(np.array([0]), np.array([2]), 2, 2)
+    assert stats.cell_matrix(np.array([1]), np.array([1]), 2, 2).n == 1
+    with pytest.raises(ValueError, match=r"^rows and cols must have the same length"):
+        stats.cell_matrix(np.array([0, 1]), np.array([0]), 2, 2)
+    with pytest.raises(ValueError, match=r"^values hold a code out of range"):
+        stats.distribution(np.array([2]), 2)
+    assert stats.distribution(np.array([1]), 2).counts.tolist() == [0, 1]
+
+
+def test_it_checks_agreement_arguments():
+    ok = np.array([[0, 1], [1, 1], [0, 0]])
+    with pytest.raises(ValueError, match=r"^codes must be a units x coders matrix"):
+        stats.agreement(np.array([0, 1, 1]), 2)
+    with pytest.raises(ValueError, match=r"^n_categories must be a whole number of at least 1"):
+        stats.agreement(ok, 0)
+    with pytest.raises(ValueError, match=r"^chance_categories must be at least n_categories"):
+        stats.agreement(ok, 3, chance_categories=2)
+    with pytest.raises(ValueError, match=r"^chance_categories must be a whole number"):
+        stats.agreement(ok, 2, chance_categories=2.0)
+    with pytest.raises(ValueError, match=r"^codes hold a code out of range \(at least n_categories\)"):
+        stats.agreement(ok, 1)
+    assert stats.agreement(ok, 2, B=10, chance_categories=2).chance_categories == 2
+
+
+def test_it_checks_interval_methods_and_their_inputs():
+    d = paper_like()
+    with pytest.raises(ValueError, match=r"^method must be one of korn_graubard, jeffreys_deff"):
+        stats.cell_intervals(d, None, method="wald")
+    with pytest.raises(ValueError, match=r"^reps: the percentile method needs replicate counts"):
+        stats.cell_intervals(d, None, method="percentile")
+    with pytest.raises(ValueError, match=r"^method must be one of"):
+        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "wald")
+    with pytest.raises(ValueError, match=r"^korn_graubard needs n of at least 2 and df of at least 1"):
+        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "korn_graubard", n=10, df=0.5)
+    with pytest.raises(ValueError, match=r"^korn_graubard needs"):
+        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "korn_graubard", n=1, df=3)
+    assert stats.cell_intervals(d, None).enough  # the analytic default needs no replicates
+    with pytest.raises(ValueError, match=r"^disagreeing must be between 0 and units"):
+        stats.one_sided_disagreement(3, 2)
+    with pytest.raises(ValueError, match=r"^disagreeing must be between 0 and units"):
+        stats.one_sided_disagreement(-1, 2)
+    with pytest.raises(ValueError, match=r"^disagreeing must be between 0 and units"):
+        stats.one_sided_disagreement(0, 0)
+
+
+# --- cell intervals: methods, edges and flags ---------------------------------
+
+
+def test_it_takes_percentile_limits_at_the_stated_quantiles():
+    d = paper_like(3)
+    reps = stats.replicate_blocks([d], B=900, seed=2)[0]
+    props = stats.replicate_proportions(reps)
+    for level in (0.95, 0.8):
+        boot = stats.cell_intervals(d, reps, level=level, method="percentile")
+        lo, hi = np.quantile(props, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        assert np.array_equal(boot.low, lo) and np.array_equal(boot.high, hi)
+        diff = stats.diff_intervals(d, paper_like(4), reps, stats.replicate_blocks([paper_like(4)], B=900, seed=3)[0],
+                                    level=level)  # fmt: skip
+        other = stats.replicate_proportions(stats.replicate_blocks([paper_like(4)], B=900, seed=3)[0])
+        dlo, dhi = np.quantile(props - other, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        assert np.array_equal(diff.low, dlo) and np.array_equal(diff.high, dhi) and diff.method == "percentile"
+
+
+def reference_effective(counts):
+    """Plain-Python CR2 design effects, Satterthwaite df, and the pooled deff for empty cells."""
+    G, K = len(counts), len(counts[0])
+    m = [sum(r) for r in counts]
+    N = sum(m)
+    p = [sum(r[k] for r in counts) / N for k in range(K)]
+    e2 = [[(counts[g][k] - p[k] * m[g]) ** 2 / (1 - m[g] / N) for k in range(K)] for g in range(G)]
+    v = [sum(e2[g][k] for g in range(G)) / N**2 for k in range(K)]
+    srs = [p[k] * (1 - p[k]) / N for k in range(K)]
+    pooled = max(1.0, sum(v) / sum(srs))
+    deff = [max(1.0, v[k] / srs[k]) if srs[k] > 0 else pooled for k in range(K)]
+    total = sum(sum(r) for r in e2)
+    df = min(max(total**2 / sum(x * x for r in e2 for x in r), 1), G - 1)
+    return p, [N / f for f in deff], df, N
+
+
+def test_it_computes_korn_graubard_jeffreys_and_wilson_limits_like_a_reference():
+    from scipy import stats as st
+
+    cells = [0, 0, 1, 0, 2, 0, 0, 1, 1, 0, 0, 2, 0, 1, 0, 0]
+    clusters = ["a", "a", "a", "b", "b", "c", "c", "c", "c", "d", "e", "e", "f", "f", "g", "h"]
+    d = design(cells, clusters)  # cell 3 is empty
+    p, n_eff, df, N = reference_effective(d.counts.tolist())
+    eff = stats.effective_sizes(d)
+    assert eff.n_eff.tolist() == pytest.approx(n_eff, rel=1e-12) and eff.df == pytest.approx(df, rel=1e-12)
+    assert eff.deff.tolist() == pytest.approx([N / n for n in n_eff], rel=1e-12)
+    for level in (0.95, 0.9):
+        a = 1 - level
+        kg = stats.cell_intervals(d, None, level=level, method="korn_graubard")
+        jf = stats.cell_intervals(d, None, level=level, method="jeffreys_deff")
+        wl = stats.cell_intervals(d, None, level=level, method="wilson_deff")
+        z = st.norm.ppf(1 - a / 2)
+        for k in range(4):
+            n = n_eff[k] * (st.t.ppf(1 - a / 2, N - 1) / st.t.ppf(1 - a / 2, df)) ** 2
+            x = p[k] * n
+            lo = st.beta.ppf(a / 2, x, n - x + 1) if x > 0 else 0.0
+            hi = st.beta.ppf(1 - a / 2, x + 1, n - x) if x < n else 1.0
+            assert (kg.low[k], kg.high[k]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10))
+            n, x = n_eff[k], p[k] * n_eff[k]
+            lo = st.beta.ppf(a / 2, x + 0.5, n - x + 0.5) if x > 0 else 0.0
+            hi = st.beta.ppf(1 - a / 2, x + 0.5, n - x + 0.5)
+            assert (jf.low[k], jf.high[k]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10))
+            c = (p[k] + z * z / (2 * n)) / (1 + z * z / n)
+            h = z * np.sqrt(p[k] * (1 - p[k]) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+            assert (wl.low[k], wl.high[k]) == (pytest.approx(max(0, c - h), abs=1e-12), pytest.approx(c + h, abs=1e-12))
+        assert kg.method == "korn_graubard" and jf.method == "jeffreys_deff" and wl.method == "wilson_deff"
+
+
+def test_it_gives_a_zero_count_cell_a_real_upper_bound_and_a_full_cell_a_real_lower_bound():
+    d = design([0] * 12 + [1] * 3, [f"r{i % 6}" for i in range(15)], K=3)
+    reps = stats.replicate_blocks([d], B=300, seed=1)[0]
+    for m in ("korn_graubard", "jeffreys_deff", "wilson_deff"):
+        iv = stats.cell_intervals(d, reps, method=m)
+        assert iv.low[2] == 0 and 0.05 < iv.high[2] < 0.6, m
+        assert (iv.high > iv.low).all() and (iv.low <= iv.estimate).all() and (iv.estimate <= iv.high).all()
+    assert stats.cell_intervals(d, reps, method="percentile").high[2] == 0  # why the bootstrap is not the default
+    full = design([1] * 8, [f"r{i % 4}" for i in range(8)], K=2)
+    iv = stats.cell_intervals(full, None)
+    assert iv.high[1] == 1 and 0.3 < iv.low[1] < 1 and iv.low[0] == 0 and iv.high[0] > 0
+
+
+def test_it_uses_the_pooled_design_effect_for_empty_cells_and_floors_it_at_one():
+    # Clusters differ strongly in cells 0 and 1, so the pooled design effect is well above 1.
+    d = design([0] * 10 + [1] * 10 + [0, 1], ["a"] * 10 + ["b"] * 10 + ["c", "d"], K=3)
+    eff = stats.effective_sizes(d)
+    C = d.counts.astype(float)
+    m, N = C.sum(axis=1), C.sum()
+    p = C.sum(axis=0) / N
+    v = (((C - np.outer(m, p)) ** 2) / (1 - m / N)[:, None]).sum(axis=0) / N**2
+    srs = p * (1 - p) / N
+    assert eff.deff[2] == pytest.approx(v.sum() / srs.sum()) and eff.deff[2] > 5
+    assert eff.deff[0] == pytest.approx(v[0] / srs[0])
+    # No between-cluster difference: the design effect is floored at 1, the effective size is N.
+    flat = design([0, 1] * 6, [f"r{i // 2}" for i in range(12)], K=3)
+    assert stats.effective_sizes(flat).deff.tolist() == [1.0, 1.0, 1.0]
+    assert stats.effective_sizes(flat).n_eff.tolist() == [12.0, 12.0, 12.0]
+
+
+def test_it_takes_the_degrees_of_freedom_from_how_evenly_clusters_carry_the_residuals():
+    even = design([0, 1] * 20, [f"r{i // 4}" for i in range(40)], K=2)  # 10 clusters, 2 + 2 each
+    assert stats.effective_sizes(even).df == 9  # clipped at G - 1
+    skew = design([0] * 250 + [1] * 50, ["big"] * 250 + [f"s{i}" for i in range(50)], K=2)
+    # One cluster carries almost all the residual weight; each of the two cells counts it once.
+    assert 2 <= stats.effective_sizes(skew).df < 2.1
+
+
+def test_it_flags_intervals_resting_on_fewer_than_five_clusters():
+    # Cell 0 has records in 4 clusters, cell 1 in 5, cell 2 in none.
+    cells = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
+    clusters = ["a", "b", "c", "d", "a", "b", "c", "d", "e", "e"]
+    d = design(cells, clusters, K=3)
+    iv = stats.cell_intervals(d, None)
+    assert iv.clusters_with_records.tolist() == [4, 5, 0]
+    assert iv.few_clusters.tolist() == [True, False, True]
+    other = design([0] * 6 + [1] * 6, [f"o{i}" for i in range(12)], K=3)
+    reps = stats.replicate_blocks([d, other], B=50, seed=1)
+    diff = stats.diff_intervals(d, other, *reps)
+    assert diff.few_clusters.tolist() == [True, False, True]
+    lonely = design([0, 1], ["a", "a"], K=3)
+    iv = stats.cell_intervals(lonely, None)
+    assert not iv.enough and iv.reason == "fewer than 2 clusters: the bootstrap cannot resample"
+    assert iv.few_clusters.all() and iv.clusters_with_records.tolist() == [1, 1, 0]
+    empty = stats.diff_intervals(lonely, other, *stats.replicate_blocks([lonely, other], B=10, seed=1))
+    assert not empty.enough and empty.few_clusters.all()
+    assert empty.reason == "a: fewer than 2 clusters: the bootstrap cannot resample"
+
+
+def test_it_keeps_bca_as_the_old_flag_and_names_every_method():
+    d = paper_like()
+    reps = stats.replicate_blocks([d], B=200, seed=1)[0]
+    assert stats.cell_intervals(d, reps, bca=True).method == "bca"
+    assert stats.cell_intervals(d, reps).method == stats.DEFAULT_CELL_METHOD == "korn_graubard"
+    assert set(stats.CELL_METHOD_NAMES) == set(stats.CELL_METHODS)
+    assert stats.diff_intervals(d, d, reps, reps, bca=True).method == "bca"
+
+
+def test_it_computes_bca_limits_at_the_edges_like_the_slow_reference():
+    est = np.array([0.5, 0.5, 0.5])
+    rng = np.random.default_rng(0)
+    reps = np.column_stack([
+        rng.uniform(0.6, 0.9, 400),  # every replicate above the estimate: z0 clipped at 1 / (B + 1)
+        rng.uniform(0.1, 0.4, 400),  # every replicate below: clipped at B / (B + 1)
+        np.r_[np.full(200, 0.5), rng.uniform(0.0, 1.0, 200)],  # ties count half
+    ])  # fmt: skip
+    jack = np.column_stack([rng.normal(0, 1, 30) ** 3, rng.normal(0, 1, 30), np.zeros(30)])
+    lo, hi = stats._bca(reps, est, jack, 0.95)
+    for k in range(3):
+        ref = slow_bca(reps[:, k].tolist(), 0.5, jack[:, k].tolist())
+        assert (lo[k], hi[k]) == (pytest.approx(ref[0], abs=1e-12), pytest.approx(ref[1], abs=1e-12))
+    # A huge acceleration pushes the limits to the smallest and largest replicates.
+    lo, hi = stats._bca(reps[:, :1], est[:1], np.r_[np.zeros(29), 50.0][:, None], 0.95)
+    ref = slow_bca(reps[:, 0].tolist(), 0.5, [0.0] * 29 + [50.0])
+    assert (lo[0], hi[0]) == (pytest.approx(ref[0], abs=1e-12), pytest.approx(ref[1], abs=1e-12))
+
+
+def test_it_computes_bca_for_differences_with_the_jackknife_of_both_kinds():
+    a, b = paper_like(5, n_clusters=40), paper_like(6, n_clusters=30)
+    ra, rb = stats.replicate_blocks([a, b], B=1500, seed=4)
+    diff = stats.diff_intervals(a, b, ra, rb, bca=True)
+    d = stats.replicate_proportions(ra) - stats.replicate_proportions(rb)
+    pa, pb = a.totals / a.n, b.totals / b.n
+    jack = np.vstack([stats._jackknife_props(a) - pb, pa - stats._jackknife_props(b)])
+    for k in range(4):
+        lo, hi = slow_bca(d[:, k].tolist(), pa[k] - pb[k], jack[:, k].tolist())
+        assert diff.low[k] == pytest.approx(lo, abs=1e-12) and diff.high[k] == pytest.approx(hi, abs=1e-12)
+    plain = stats.diff_intervals(a, b, ra, rb)
+    assert not np.allclose(plain.low, diff.low)
+
+
+# --- replicate engine paths -------------------------------------------------
+
+
+def test_it_switches_to_float64_when_float32_sums_could_be_inexact(monkeypatch):
+    d = paper_like(2)
+    assert stats._plan(d).dtype is np.float32
+    single = stats.replicate_blocks([d], B=300, seed=6)[0]
+    monkeypatch.setattr(stats, "FLOAT32_EXACT", d.n_clusters * int(d.sizes.max()))
+    assert stats._plan(d).dtype is np.float64  # G * biggest no longer below the limit
+    assert np.array_equal(stats.replicate_blocks([d], B=300, seed=6)[0], single)
+    monkeypatch.setattr(stats, "FLOAT32_EXACT", d.n_clusters * int(d.sizes.max()) + 1)
+    assert stats._plan(d).dtype is np.float32
+
+
+def test_it_falls_back_on_exact_row_grouping_when_row_hashes_collide(monkeypatch):
+    d = paper_like(4, n_clusters=120)
+    C = np.asarray(d.counts)
+    rows, mult = stats._unique_rows(C)
+    ref_rows, ref_mult = np.unique(C, axis=0, return_counts=True)
+    as_set = lambda r, m: sorted(zip(map(tuple, r.tolist()), m.tolist(), strict=True))  # noqa: E731
+    assert as_set(rows, mult) == as_set(ref_rows, ref_mult)
+    # Every row hashes to its sum: rows (1, 0, ...) and (0, 1, ...) collide and must not be merged.
+    monkeypatch.setattr(stats, "_ROW_HASH", np.ones((2, 4096), dtype=np.uint64))
+    rows, mult = stats._unique_rows(C)
+    assert as_set(rows, mult) == as_set(ref_rows, ref_mult)
+    wide = np.zeros((3, 5000), dtype=np.int64)
+    wide[0, 4999] = wide[2, 4999] = 1
+    rows, mult = stats._unique_rows(wide)
+    assert rows.shape == (2, 5000) and sorted(mult.tolist()) == [1, 2]
+    rows, mult = stats._unique_rows(np.zeros((0, 3), dtype=np.int64))
+    assert rows.shape == (0, 3) and mult.size == 0
+
+
+def test_it_draws_large_designs_in_bounded_sub_chunks_with_the_right_distribution(monkeypatch):
+    # More light clusters than LIGHT_CELLS / BLOCK: each block is drawn in several row chunks.
+    rng = np.random.default_rng(8)
+    G = 300
+    sizes = rng.integers(1, 9, G)
+    cells = np.concatenate([rng.integers(0, 4, s) for s in sizes])
+    d = design(cells, np.repeat([f"r{i:03d}" for i in range(G)], sizes))
+    plan = stats._plan(d)
+    monkeypatch.setattr(stats, "LIGHT_CELLS", plan.light_rows.shape[0] * 10)  # 10 rows per sub-chunk
+    B = 2000
+    reps = stats.replicate_blocks([d], B=B, seed=5)[0]
+    assert np.array_equal(reps, stats.replicate_blocks([d], B=B, seed=5, threads=2)[0])
+    # Exact moments of a with-replacement cluster sample: mean G * mean row, variance G * var row.
+    C = np.asarray(d.counts, dtype=float)
+    assert reps.mean(axis=0) == pytest.approx(G * C.mean(axis=0), rel=0.01)
+    assert reps.var(axis=0) == pytest.approx(G * C.var(axis=0), rel=0.1)
+    assert (reps.sum(axis=1) > 0).all()
+
+
+# --- agreement: Gwet's generalised formulas, undefined replicates, perfect agreement
+
+
+def gen_codes(seed, U, R, Q, missing):
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, Q, U)
+    codes = np.where(rng.random((U, R)) < 0.55, truth[:, None], rng.integers(0, Q, (U, R)))
+    codes[rng.random((U, R)) < missing] = -1
+    return codes
+
+
+# irrCAC 0.4.4 (CAC(ratings, categories=range(Q), digits=15): fleiss(), gwet(), krippendorff()) on these
+# data. irrCAC pins scipy==1.12 and pandas<3, which cannot live next to numpy 2.4, so it was run once in a
+# separate virtualenv and its figures are kept here; `gwet_reference` below re-derives them independently.
+IRRCAC = {
+    (40, 200, 4, 5, 0.4): (0.299505106918306, 0.303289918792377, 0.442028985507247, 0.306254978466025),
+    (41, 60, 3, 3, 0.3): (0.162705284389356, 0.163545036156434, 0.442176870748299, 0.18610594795539),
+    (42, 150, 5, 8, 0.5): (0.38560579870034, 0.390403458881384, 0.466081871345029, 0.39802571815007),
+}
+
+
+def gwet_reference(codes, Q):
+    """Gwet (2014), eqs. 2.8-2.10 and 5.2: a loop over units, as printed."""
+    units = [[c for c in row if c >= 0] for row in codes.tolist()]
+    rated = [u for u in units if u]
+    pairable = [u for u in rated if len(u) >= 2]
+    pa = sum(sum(u.count(k) * (u.count(k) - 1) for k in range(Q)) / (len(u) * (len(u) - 1)) for u in pairable)
+    pa /= len(pairable)
+    pi = [sum(u.count(k) / len(u) for u in rated) / len(rated) for k in range(Q)]
+    pe_f = sum(x * x for x in pi)
+    pe_g = sum(x * (1 - x) for x in pi) / (Q - 1)
+    return (pa - pe_f) / (1 - pe_f), (pa - pe_g) / (1 - pe_g), pa
+
+
+@pytest.mark.parametrize("key", list(IRRCAC))
+def test_it_matches_irrcac_for_fleiss_kappa_and_ac1_with_missing_codings(key):
+    codes = gen_codes(*key)
+    Q = key[3]
+    res = stats.agreement(codes, Q, B=20, seed=0)
+    fleiss, ac1, pa, alpha = IRRCAC[key]
+    assert abs(res.fleiss_kappa.value - fleiss) < 1e-6 and abs(res.gwet_ac1.value - ac1) < 1e-6
+    assert abs(res.percent.value - pa) < 1e-6 and abs(res.krippendorff_alpha.value - alpha) < 1e-6
+    ref = gwet_reference(codes, Q)
+    assert (res.fleiss_kappa.value, res.gwet_ac1.value, res.percent.value) == pytest.approx(ref, abs=1e-12)
+    assert res.n_rated == int(((codes >= 0).sum(axis=1) >= 1).sum()) and res.chance_categories == Q
+
+
+def test_it_spreads_ac1_chance_over_the_codebook_categories():
+    a = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
+    b = [0, 0, 0, 0, 1, 1, 1, 1, 1, 0]
+    codes = np.array([a, b]).T
+    two = stats.agreement(codes, 2, B=20, seed=1)
+    many = stats.agreement(codes, 2, B=20, seed=1, chance_categories=67)
+    # pi = (0.5, 0.5): p_e = 0.5 over 1 category step, 0.5 / 66 over 66.
+    assert two.gwet_ac1.value == pytest.approx(0.6)
+    assert many.gwet_ac1.value == pytest.approx((0.8 - 0.5 / 66) / (1 - 0.5 / 66))
+    assert many.chance_categories == 67 and many.fleiss_kappa == two.fleiss_kappa
+
+
+def test_it_reports_the_share_of_undefined_replicates_and_why():
+    # 20 episodes, three coders, one minority rating: a resample without that episode has one category only.
+    codes = np.zeros((20, 3), dtype=int)
+    codes[0, 0] = 1
+    res = stats.agreement(codes, 2, B=1000, seed=0)
+    W = np.vstack(list(stats._weight_chunks(20, 1000, 0, stream=7)))
+    undefined = float(np.mean(W[:, 0] == 0))
+    assert 0.3 < undefined < 0.4  # (19/20)^20 = 0.358
+    for e in (res.fleiss_kappa, res.krippendorff_alpha):
+        assert e.undefined_share == pytest.approx(undefined)
+        assert e.warning == (
+            f"{undefined:.0%} of bootstrap replicates were undefined (every rating in the resample fell in one "
+            "category) and are left out; the interval describes the resamples where it is defined"
+        )
+        assert e.method == "percentile" and e.low < e.value
+    assert res.percent.undefined_share == 0 and res.percent.warning == ""
+    assert res.pairs[0].kappa.undefined_share > 0.05 and "same category" in res.pairs[0].kappa.warning
+
+
+def test_it_warns_only_above_five_percent_undefined():
+    values = np.r_[0.5, np.linspace(0, 1, 95), np.full(5, np.nan)]
+    assert stats._estimate(values, 0.95, "u", "r").warning == ""
+    assert stats._estimate(values, 0.95, "u", "r").undefined_share == pytest.approx(0.05)
+    values = np.r_[0.5, np.linspace(0, 1, 94), np.full(6, np.nan)]
+    assert stats._estimate(values, 0.95, "u", "r").warning.startswith("6% of bootstrap replicates were undefined (r)")
+    few = stats._estimate(np.r_[0.5, 0.4, np.full(9, np.nan)], 0.95, "u", "r")
+    assert few.value == 0.5 and few.low is None and few.reason == "too few defined replicates for an interval"
+    assert few.undefined_share == pytest.approx(0.9)
+
+
+def test_it_takes_agreement_intervals_at_the_stated_quantiles():
+    codes = gen_codes(3, 80, 2, 4, 0.0)
+    for level in (0.95, 0.5):
+        res = stats.agreement(codes, 4, B=600, seed=2, level=level)
+        W = np.vstack(list(stats._weight_chunks(80, 600, 2, stream=7)))
+        agree = (codes[:, 0] == codes[:, 1]).astype(float)
+        reps = (W @ agree) / W.sum(axis=1)
+        lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+        assert res.percent.low == lo and res.percent.high == hi and res.percent.method == "percentile"
+        assert res.pairs[0].percent.low == lo and res.pairs[0].percent.high == hi
+
+
+def test_it_gives_a_one_sided_lower_bound_at_perfect_agreement():
+    # One pair over 67 episodes, every label agreed (the MAST case that printed 1.000 [1.000, 1.000]).
+    a = np.r_[np.zeros(60, int), np.ones(7, int)]
+    res = stats.agreement(np.c_[a, a], 2, B=500, seed=0)
+    po_low = 0.05 ** (1 / 67)  # Clopper-Pearson: 1 - upper bound on the disagreeing share (0 of 67)
+    assert stats.one_sided_disagreement(0, 67) == pytest.approx(1 - po_low, rel=1e-12)
+    pe = (60 / 67) ** 2 + (7 / 67) ** 2
+    kappa = res.pairs[0].kappa
+    assert kappa.value == 1 and kappa.high == 1 and kappa.one_sided
+    assert kappa.method == "clopper_pearson_one_sided"
+    assert kappa.low == pytest.approx((po_low - pe) / (1 - pe), rel=1e-12)
+    assert res.pairs[0].percent.low == pytest.approx(po_low, rel=1e-12)
+    assert res.percent.low == pytest.approx(po_low, rel=1e-12)
+    assert res.fleiss_kappa.low == pytest.approx((po_low - pe) / (1 - pe), rel=1e-12)
+    pe_g = 2 * (60 / 67) * (7 / 67)
+    assert res.gwet_ac1.low == pytest.approx((po_low - pe_g) / (1 - pe_g), rel=1e-12)
+    n, de = 134, 134**2 - (120**2 + 14**2)
+    assert res.krippendorff_alpha.low == pytest.approx(1 - (n - 1) * n * (1 - po_low) / de, rel=1e-12)
+    assert all(e.one_sided and e.low < 1 for e in (res.percent, res.fleiss_kappa, res.gwet_ac1,
+                                                   res.krippendorff_alpha))  # fmt: skip
+    assert res.disagreeing == 0 and res.pairs[0].disagreeing == 0
+
+
+def test_it_gives_a_one_sided_bound_at_near_perfect_agreement_and_percentile_otherwise():
+    a = np.r_[np.zeros(60, int), np.ones(7, int)]
+    b = a.copy()
+    b[0] = 1
+    res = stats.agreement(np.c_[a, b], 2, B=500, seed=0)
+    k = res.pairs[0].kappa
+    assert k.one_sided and k.low < k.value < 1 and res.pairs[0].disagreeing == 1
+    po_low = 1 - stats.one_sided_disagreement(1, 67)
+    pe = (60 / 67) * (59 / 67) + (7 / 67) * (8 / 67)
+    assert k.low == pytest.approx((po_low - pe) / (1 - pe), rel=1e-12)
+    moderate = stats.agreement(gen_codes(5, 100, 2, 3, 0.0), 3, B=300, seed=0)
+    assert not moderate.fleiss_kappa.one_sided and moderate.fleiss_kappa.high < 1
+    assert not moderate.pairs[0].kappa.one_sided
+
+
+def test_it_carries_the_mean_disagreement_of_multi_coder_units_into_the_bound():
+    codes = np.zeros((40, 3), dtype=int)
+    codes[:20, :] = 1
+    codes[0, 2] = 0  # one unit with 1 of 3 pairs agreeing: disagreement 2/3
+    res = stats.agreement(codes, 2, B=400, seed=0)
+    assert res.disagreeing == 1 and res.percent.one_sided
+    assert res.percent.low == pytest.approx(1 - stats.one_sided_disagreement(1, 40) * 2 / 3, rel=1e-12)
+
+
+def test_it_computes_specific_agreement_for_three_coders_by_hand():
+    codes = np.array([[0, 0, 1], [1, 1, 1], [0, 2, -1], [2, 2, 2], [0, -1, -1]])
+    res = stats.agreement(codes, 3, B=50, seed=0)
+    # Unit 1: category 0 has 2 agreeing pair-ends of its 2 uses (each 0 pairs with the other 0 once of 2),
+    # specific agreement per category = sum_u n_uk (n_uk - 1) / (m_u - 1) over sum_u n_uk.
+    num = [2 * 1 / 2 + 0, 0 + 3 * 2 / 2, 0 + 3 * 2 / 2]
+    uses = [2 + 1, 1 + 3, 1 + 3]
+    assert res.specific.tolist() == pytest.approx([num[0] / uses[0], (0 + 3) / 4, (0 + 3) / 4])
+    assert res.specific_n.tolist() == uses and res.n_units == 4 and res.n_rated == 5
+    assert res.n_ratings == 11
+
+
+def test_it_checks_the_cap_on_the_second_kind_too():
+    # Kind b holds one 12-episode cluster in cell 0 and six singles in cell 1; kind a is flat.
+    a = design([0, 1] * 10, [f"a{i}" for i in range(20)], K=2)
+    b = design([0] * 12 + [1] * 6, ["big"] * 12 + [f"b{i}" for i in range(6)], K=2)
+    cap = {c.name: c for c in stats.sensitivity(a, b, 0, B=200, seed=1, cap=2, subsamples=4)}["cluster_cap"]
+    # Capped, b keeps 2 of 8 in cell 0 and a keeps 10 of 20: the contrast becomes 0.5 - 0.25.
+    assert cap.estimate == pytest.approx(0.5 - 2 / 8)
+    assert cap.detail == {"cap": 2, "subsamples": 4, "min": pytest.approx(0.25), "max": pytest.approx(0.25)}
+
+
+# --- exact wording of reasons and checks (what pages and the API show) ----------
+
+
+def test_it_says_exactly_why_there_is_no_value():
+    assert stats.design_enough(design([], [], K=2)) == (False, "no episodes")
+    assert stats.design_enough(design([0, 1], ["a", "a"], K=2)) == (
+        False, "fewer than 2 clusters: the bootstrap cannot resample"
+    )  # fmt: skip
+    assert stats.design_enough(design([0, 1], ["a", "b"], K=2)) == (True, "")
+    assert stats.wilson(0, 0).reason == "no episodes"
+    empty = stats.agreement(np.array([[0, -1], [1, -1], [0, 0]]), 2, B=10)
+    why = "fewer than 2 episodes coded by two or more coders"
+    assert empty.reason == why and empty.n_units == 1 and empty.n_ratings == 2 and empty.n_rated == 3
+    assert all(e.reason == why and e.value is None for e in (empty.percent, empty.fleiss_kappa,
+                                                              empty.krippendorff_alpha, empty.gwet_ac1))  # fmt: skip
+    assert empty.specific.tolist() == [-1.0, -1.0] and empty.specific_n.tolist() == [0, 0]
+    same = stats.agreement(np.zeros((4, 2), dtype=int), 2, B=10)
+    assert same.fleiss_kappa.reason == "all ratings in one category: kappa is undefined"
+    assert same.krippendorff_alpha.reason == "all ratings in one category: alpha is undefined"
+    assert same.pairs[0].kappa.reason == "both coders used one and the same category: kappa is undefined"
+    assert same.gwet_ac1.value == 1.0  # chance is spread over both codebook categories
+    single = stats.agreement(np.zeros((4, 2), dtype=int), 1, B=10)
+    assert single.gwet_ac1.value is None and single.gwet_ac1.reason == "undefined for a single category"
+    assert single.percent.value == 1.0 and single.percent.one_sided
+    codes = np.zeros((20, 2), dtype=int)
+    codes[0, 0] = 1
+    res = stats.agreement(codes, 2, B=400, seed=0)
+    assert res.pairs[0].kappa.warning.startswith(
+        f"{res.pairs[0].kappa.undefined_share:.0%} of bootstrap replicates were undefined (both coders used one "
+        "and the same category in the resample) and are left out"
+    )
+    no_pairs = np.array([[0, 1, -1], [1, 1, -1]] + [[0, -1, -1]] * 30)
+    drawn = stats.agreement(no_pairs, 2, B=400, seed=0)
+    assert drawn.percent.undefined_share > 0.05  # (30/32)^32: both coded-twice episodes missed
+    assert "(the resample drew no episode coded by two or more coders)" in drawn.percent.warning
+    assert "(the resample drew no episode coded by two or more coders)" in drawn.gwet_ac1.warning
+
+
+def test_it_describes_each_sensitivity_check_exactly():
+    a, b = dominated()
+    checks = stats.sensitivity(a, b, 0, B=200, seed=1, cap=2, subsamples=3)
+    assert [c.description for c in checks] == [
+        "Leave one cluster out: the range of the contrast, and the cluster that moves it most",
+        "At most 2 episodes per cluster, averaged over random subsamples",
+        "Without the largest cluster of each kind (clusters of one episode are kept)",
+        "Ordinary record-level bootstrap (ignores clustering)",
+    ]
+    loo, _cap, drop, rec = checks
+    assert loo.detail["n_clusters"] == 12 and loo.detail["most_influential"]["side"] == "a"
+    assert loo.detail["most_influential"]["shift"] == pytest.approx(-10 / 15)
+    assert drop.detail == {"a": "big", "a_size": 10, "b": None, "b_size": 0}
+    # Without "big", neither kind has anything in cell 0: every replicate difference is 0.
+    assert (drop.low, drop.high, drop.excludes_zero, drop.enough) == (0.0, 0.0, False, True)
+    assert set(rec.detail) == {"cluster_width", "record_width", "widening"}
+    assert rec.detail["record_width"] < rec.detail["cluster_width"]
+    singles = design([0, 1, 0, 1], ["s1", "s2", "s3", "s4"], K=2)
+    flat = {c.name: c for c in stats.sensitivity(singles, singles, 0, B=100, seed=1)}["drop_largest_cluster"]
+    assert not flat.enough and flat.reason == "no cluster holds more than one episode"
+    assert flat.detail == {"a": None, "a_size": 0, "b": None, "b_size": 0} and flat.estimate is None
+    two = design([0, 0, 1], ["x", "x", "y"], K=2)
+    short = {c.name: c for c in stats.sensitivity(two, singles, 0, B=100, seed=1)}["drop_largest_cluster"]
+    assert short.estimate == pytest.approx(0 - 0.5) and short.low is None and short.excludes_zero is None
+    assert short.keeps_sign is False

@@ -1,0 +1,243 @@
+"""Full-text search of a study's documents: one function, two engines.
+
+PostgreSQL keeps a generated `tsvector` column (`annotate_document.search`: the
+title weighted A, the first SEARCH_BODY_CHARS of the body weighted B, english
+configuration) with a GIN index. The embedded SQLite default keeps an FTS5 table
+(`annotate_document_fts`, porter stemmer) in step with triggers. Both are
+created by migration 0002.
+
+The query language is the same on both and is parsed here, never by the engine:
+words (all must match, stemmed), "quoted phrases", and -word or -"phrase" to
+exclude. English stop words are dropped from the words, as PostgreSQL does, so a
+query means the same thing on both engines. Results are ranked (title matches
+first: `ts_rank` with weights on PostgreSQL, `bm25` with a heavier title on
+SQLite) and come with highlighted snippets whose markup is escaped here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import BooleanField, FloatField, QuerySet
+from django.db.models.expressions import RawSQL
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from .models import Document
+
+SEARCH_BODY_CHARS = 100_000  # what is indexed of a body (the SQL below spells it out)
+FTS_TABLE = "annotate_document_fts"
+MAX_TERMS = 12
+_MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"  # the engine's match markers (made well-formed in _highlight)
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_PART = re.compile(r'(-?)"([^"]*)"|(-?)(\S+)')
+
+# PostgreSQL's english stop words (snowball): the same words are ignored on both engines.
+_STOP_TEXT = """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers
+    herself it its itself they them their theirs themselves what which who whom this that these those am is are
+    was were be been being have has had having do does did doing a an the and but if or because as until while of
+    at by for with about against between into through during before after above below to from up down in out on
+    off over under again further then once here there when where why how all any both each few more most other
+    some such no nor not only own same so than too very s t can will just don should now"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+
+# The SQLite triggers and fill, as migration 0002 created them (search_index_ensure repairs them).
+SQLITE_TRIGGERS = {
+    "annotate_document_fts_insert": """
+        CREATE TRIGGER annotate_document_fts_insert AFTER INSERT ON annotate_document BEGIN
+            INSERT INTO annotate_document_fts(rowid, title, body)
+            VALUES (new.id, new.title, substr(new.body, 1, 100000));
+        END""",
+    "annotate_document_fts_delete": """
+        CREATE TRIGGER annotate_document_fts_delete AFTER DELETE ON annotate_document BEGIN
+            DELETE FROM annotate_document_fts WHERE rowid = old.id;
+        END""",
+    "annotate_document_fts_update": """
+        CREATE TRIGGER annotate_document_fts_update AFTER UPDATE OF title, body ON annotate_document BEGIN
+            UPDATE annotate_document_fts SET title = new.title, body = substr(new.body, 1, 100000)
+            WHERE rowid = new.id;
+        END""",
+}
+SQLITE_FILL = """INSERT INTO annotate_document_fts(rowid, title, body)
+    SELECT id, title, substr(body, 1, 100000) FROM annotate_document"""
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A parsed query: each term is a tuple of tokens (one token: a word; several: a phrase)."""
+
+    include: tuple[tuple[str, ...], ...]
+    exclude: tuple[tuple[str, ...], ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.include
+
+
+def search_parse(text: str) -> SearchQuery:
+    """Words, "phrases" and -exclusions; punctuation splits words (tool_call is the phrase "tool call")."""
+    include: list[tuple[str, ...]] = []
+    exclude: list[tuple[str, ...]] = []
+    for neg_phrase, phrase, neg_word, word in _PART.findall(text or ""):
+        negative = bool(neg_phrase or neg_word)
+        tokens = tuple(t.lower() for t in _TOKEN.findall(phrase if phrase or neg_phrase else word))
+        if len(tokens) == 1 and tokens[0] in STOP_WORDS:
+            continue
+        if not tokens or all(t in STOP_WORDS for t in tokens):
+            continue
+        target = exclude if negative else include
+        if tokens not in target and len(include) + len(exclude) < MAX_TERMS:
+            target.append(tokens)
+    return SearchQuery(tuple(include), tuple(exclude))
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+
+def _pg_tsquery(query: SearchQuery) -> tuple[str, list[str]]:
+    """SQL for the tsquery, built from the engine's own normalisers with bound parameters."""
+    parts, params = [], []
+    for tokens in query.include:
+        parts.append("phraseto_tsquery('english', %s)")
+        params.append(" ".join(tokens))
+    for tokens in query.exclude:
+        parts.append("(!! phraseto_tsquery('english', %s))")
+        params.append(" ".join(tokens))
+    return "(" + " && ".join(parts) + ")", params
+
+
+# ---------------------------------------------------------------- SQLite FTS5
+
+
+def _fts_query(query: SearchQuery) -> str:
+    def quoted(tokens: tuple[str, ...]) -> str:
+        return '"' + " ".join(tokens).replace('"', '""') + '"'
+
+    text = " AND ".join(quoted(t) for t in query.include)
+    for tokens in query.exclude:
+        text += f" NOT {quoted(tokens)}"
+    return text
+
+
+# ---------------------------------------------------------------- the one function
+
+
+def document_search(documents: QuerySet[Document], text: str) -> QuerySet[Document]:
+    """`documents` (any filtered queryset) narrowed to those matching `text`, annotated with `search_rank`
+    (higher is better) and ordered by it, best first, then by id. An empty query matches nothing."""
+    query = search_parse(text)
+    if query.empty:
+        return documents.none()
+    if connection.vendor == "postgresql":
+        tsquery, params = _pg_tsquery(query)
+        matches = RawSQL("annotate_document.search @@ " + tsquery, params, output_field=BooleanField())  # noqa: S611
+        rank = RawSQL(  # noqa: S611 - the SQL is ours; the user's words are bound parameters
+            # float8: a real sent as text would not round-trip exactly through the page cursor.
+            "ts_rank('{0.1, 0.2, 0.4, 1.0}', annotate_document.search, " + tsquery + ")::float8",
+            params,
+            output_field=FloatField(),
+        )
+    else:
+        fts = [_fts_query(query)]
+        matches = RawSQL(
+            "annotate_document.id IN (SELECT rowid FROM annotate_document_fts WHERE annotate_document_fts MATCH %s)",
+            fts,
+            output_field=BooleanField(),
+        )
+        # bm25 is lower for better matches; title hits count ten times body hits.
+        rank = RawSQL(
+            "(SELECT -bm25(annotate_document_fts, 10.0, 1.0) FROM annotate_document_fts "
+            "WHERE annotate_document_fts MATCH %s AND annotate_document_fts.rowid = annotate_document.id)",
+            fts,
+            output_field=FloatField(),
+        )
+    return documents.filter(matches).annotate(search_rank=rank).order_by("-search_rank", "pk")
+
+
+def search_after(documents: QuerySet[Document], cursor: str) -> QuerySet[Document]:
+    """Keyset paging of ranked results: the rows after `cursor` ("rank:id", from `search_cursor`)."""
+    from django.db.models import Q
+
+    try:
+        rank_text, pk_text = cursor.split(":", 1)
+        rank, pk = float(rank_text), int(pk_text)
+    except ValueError:
+        return documents
+    return documents.filter(Q(search_rank__lt=rank) | Q(search_rank=rank, pk__gt=pk))
+
+
+def search_cursor(document: Document) -> str:
+    return f"{document.search_rank!r}:{document.pk}"
+
+
+def search_snippets(ids: list[int], text: str) -> dict[int, SafeString]:
+    """Highlighted extracts of the given documents' bodies (or titles), for one page of results.
+
+    The engine marks the matches with control characters; the text around them
+    is escaped here, so a body's markup is never rendered.
+    """
+    query = search_parse(text)
+    if query.empty or not ids:
+        return {}
+    marks = ", ".join(["%s"] * len(ids))
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            tsquery, params = _pg_tsquery(query)
+            options = (f"StartSel={_MARK_OPEN}, StopSel={_MARK_CLOSE}, MaxWords=30, MinWords=12, "
+                       'MaxFragments=2, FragmentDelimiter=" … "')  # fmt: skip
+            cursor.execute(
+                "SELECT id, ts_headline('english', left(body, 100000), " + tsquery + ", %s) "
+                "FROM annotate_document WHERE id IN (" + marks + ")",
+                [*params, options, *ids],
+            )
+        else:
+            sql = "SELECT rowid, snippet(annotate_document_fts, 1, %s, %s, ' … ', 24) FROM annotate_document_fts "
+            sql += "WHERE annotate_document_fts MATCH %s AND rowid IN (" + marks + ")"
+            cursor.execute(sql, [_MARK_OPEN, _MARK_CLOSE, _fts_query(query), *ids])
+        rows = cursor.fetchall()
+    return {pk: _highlight(snippet) for pk, snippet in rows if snippet and _MARK_OPEN in snippet}
+
+
+def _highlight(snippet: str) -> SafeString:
+    """Escaped text with <mark> around the matches; a marker character that was in the body
+    itself can only open or close a mark, never leave one unbalanced."""
+    out, open_ = [], False
+    for piece in re.split(f"([{_MARK_OPEN}{_MARK_CLOSE}])", " ".join(snippet.split())):
+        if piece in (_MARK_OPEN, _MARK_CLOSE):
+            want_open = piece == _MARK_OPEN
+            if want_open != open_:
+                out.append("<mark>" if want_open else "</mark>")
+                open_ = want_open
+        else:
+            out.append(escape(piece))
+    if open_:
+        out.append("</mark>")
+    return mark_safe("".join(out))  # noqa: S308 - every piece of text was escaped above
+
+
+def search_index_ensure(*, using: str = "default") -> bool:
+    """Recreate SQLite's search triggers, and refill the FTS table, if a table rebuild dropped them.
+
+    Django alters a SQLite table by copying it into a new one, and the copy has
+    no triggers; the FTS table would then silently miss every later change.
+    Returns True if it had to repair. PostgreSQL keeps its generated column.
+    """
+    from django.db import connections
+
+    conn = connections[using]
+    if conn.vendor != "sqlite":
+        return False
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE name LIKE 'annotate_document_fts%%'")
+        present = {row[0] for row in cursor.fetchall()}
+        if FTS_TABLE not in present or present >= set(SQLITE_TRIGGERS):
+            return False  # not migrated yet, or intact
+        for name, sql in SQLITE_TRIGGERS.items():
+            if name not in present:
+                cursor.execute(sql)
+        cursor.execute("DELETE FROM annotate_document_fts")
+        cursor.execute(SQLITE_FILL)
+    return True

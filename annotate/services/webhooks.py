@@ -1,0 +1,55 @@
+"""Writes for a study's incident webhook: its URL and the secret that signs every event."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from ..models import Study
+from ..webhooks import WebhookRefused, webhook_destination
+
+SECRET_BYTES = 32
+MAX_URL = 200  # Study.webhook_url is a URLField of Django's default length
+
+
+def _new_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(SECRET_BYTES)
+
+
+@transaction.atomic
+def study_webhook_set(*, study: Study, url: str) -> str:
+    """Set (or, with "", remove) the study's webhook URL. Returns a new secret, or "" if none was made.
+
+    A secret is made when a URL is set on a study without one; changing the URL keeps the secret,
+    so a receiver that verifies signatures keeps working. Removing the URL removes the secret.
+    The destination must pass webhook_destination (public addresses only, unless allowed).
+    """
+    url = url.strip()
+    if not url:
+        study.webhook_url, study.webhook_secret = "", ""
+        study.save(update_fields=["webhook_url", "webhook_secret"])
+        return ""
+    if len(url) > MAX_URL:
+        raise ValidationError({"webhook_url": f"At most {MAX_URL} characters."})
+    try:
+        webhook_destination(url)
+    except WebhookRefused as exc:
+        raise ValidationError({"webhook_url": f"Refused: {exc}."}) from None
+    secret = "" if study.webhook_secret else _new_secret()
+    study.webhook_url = url
+    if secret:
+        study.webhook_secret = secret
+    study.save(update_fields=["webhook_url", "webhook_secret"])
+    return secret
+
+
+@transaction.atomic
+def study_webhook_secret_rotate(*, study: Study) -> str:
+    """Replace the study's webhook secret; the old one stops verifying with the next event. Returns the new one."""
+    if not study.webhook_url:
+        raise ValidationError({"webhook_url": "Set a webhook URL first."})
+    study.webhook_secret = _new_secret()
+    study.save(update_fields=["webhook_secret"])
+    return study.webhook_secret
