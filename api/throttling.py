@@ -6,6 +6,7 @@ from rest_framework import exceptions
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
 from annotate.models import ApiToken
+from config.proxies import client_ip
 
 
 class TokenRateThrottle(UserRateThrottle):
@@ -33,6 +34,9 @@ class AnonymousThrottle(AnonRateThrottle):
     def get_cache_key(self, request, view):
         # Never touch request.user here: this runs inside authentication.
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+    def get_ident(self, request):
+        return client_ip(request)
 
 
 def anonymous_throttle_check(request) -> None:

@@ -79,6 +79,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.middleware.RequestLimitsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -174,6 +175,11 @@ WHITENOISE_AUTOREFRESH = DEV
 FAULTLINE_MAX_UPLOAD_MB = envint("FAULTLINE_MAX_UPLOAD_MB", 50)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("FAULTLINE_MAX_BODY_MB", 10) * 1024 * 1024
+# Every request body, files included (config.middleware.RequestLimitsMiddleware): a client that is not
+# signed in may send FAULTLINE_MAX_ANON_BODY_KB, anyone else the largest upload plus 1 MB for the form
+# around it. Set the proxy's limit (nginx client_max_body_size) to FAULTLINE_MAX_REQUEST_MB too.
+FAULTLINE_MAX_ANON_BODY_KB = envint("FAULTLINE_MAX_ANON_BODY_KB", 64)
+FAULTLINE_MAX_REQUEST_MB = max(FAULTLINE_MAX_UPLOAD_MB, envint("FAULTLINE_MAX_BODY_MB", 10)) + 1
 
 # Security. Production-grade values apply whenever DEBUG is off.
 SESSION_COOKIE_HTTPONLY = True
@@ -192,13 +198,21 @@ if not DEV:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
+# Trusted reverse proxies in front of the web processes (nginx, a load balancer: usually 1). The client's
+# address is then read from X-Forwarded-For (config.proxies.client_ip) by the API throttles and django-axes.
+# 0 ignores the header, which a client can forge.
+FAULTLINE_NUM_PROXIES = envint("FAULTLINE_NUM_PROXIES", 0)
+
 # Login brute force (django-axes): lock a username+IP pair after repeated failures.
+AXES_CLIENT_IP_CALLABLE = "config.proxies.client_ip"
 AXES_FAILURE_LIMIT = envint("FAULTLINE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = envfloat("FAULTLINE_LOGIN_COOLOFF_HOURS", 0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLED = envbool("FAULTLINE_AXES", True)
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Password spraying (one try at many usernames): failed log-ins from one address, any usernames, per cool-off.
+FAULTLINE_LOGIN_IP_FAILURE_LIMIT = envint("FAULTLINE_LOGIN_IP_FAILURE_LIMIT", 20)
 
 # Celery: eager in-process when no broker is configured.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
@@ -272,9 +286,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "api.pagination.IdCursorPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Anonymous clients are counted at authentication (api.authentication), before DRF would answer 401.
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
+    "NUM_PROXIES": FAULTLINE_NUM_PROXIES,
     "DEFAULT_THROTTLE_RATES": {
         "anon": os.environ.get("FAULTLINE_THROTTLE_ANON", "60/min"),
         "user": os.environ.get("FAULTLINE_THROTTLE_USER", "6000/min"),

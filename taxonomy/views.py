@@ -64,6 +64,9 @@ def type_detail(request: HttpRequest, pk: int, code: str) -> HttpResponse:
 def codebook_diff_view(request: HttpRequest, pk: int) -> HttpResponse:
     new = get_object_or_404(Codebook, pk=pk)
     against = request.GET.get("against") or new.parent_id
+    if against and not (str(against).isascii() and str(against).isdigit() and int(against) < 2**63):
+        message = "'against' must be the number of a codebook to compare with, e.g. ?against=3."
+        return render(request, "400.html", {"message": message}, status=400)
     old = get_object_or_404(Codebook, pk=against) if against else None
     context = {
         "new": new,

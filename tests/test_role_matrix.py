@@ -45,6 +45,7 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "study_overview": ("GET", PAGE_READ, {}),
     "study_members": ("GET", PAGE_OWNER, {}),
     "study_coding_settings": ("GET", PAGE_OWNER, {}),
+    "study_webhook_settings": ("GET", PAGE_OWNER, {}),
     "study_import": ("POST", (LOGIN, 404, 403, 403, 400), {}),  # no file: 400 with the message
     "coding_next": ("GET", (LOGIN, 404, 403, 302, 302), {}),
     "coding_page": ("GET", PAGE_WRITE, {}),

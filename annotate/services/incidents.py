@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..importers import unstorable_at
@@ -134,21 +134,15 @@ def _queue_suggestion(study: Study, user, episode: Episode) -> Job | None:
         return None
 
 
-@transaction.atomic
-def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult:
-    """Store an incident as a Document with an Episode and Artifacts, and queue a suggestion. All or nothing.
+def _incident_stored(study: Study, external_id: str) -> IncidentResult | None:
+    document = Document.objects.filter(study=study, kind=DocumentKind.INCIDENT, external_id=external_id).first()
+    if document is None:
+        return None
+    return IncidentResult(document, document.episodes.order_by("order").first(), False, None)
 
-    An incident sent again with the same external_id is not duplicated: the
-    stored one is returned with created=False.
-    """
-    incident_validate(data)
-    steps = trace_steps_of_value(data.trace) if data.trace is not None else []
-    if data.external_id:
-        existing = Document.objects.filter(study=study, kind=DocumentKind.INCIDENT, external_id=data.external_id)
-        document = existing.first()
-        if document is not None:
-            return IncidentResult(document, document.episodes.order_by("order").first(), False, None)
-    document = Document.objects.create(
+
+def _incident_document_create(study: Study, user, data: IncidentData) -> Document:
+    return Document.objects.create(
         study=study,
         kind=DocumentKind.INCIDENT,
         external_id=data.external_id or f"inc-{uuid.uuid4().hex[:16]}",
@@ -161,6 +155,30 @@ def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult
         meta={"service": data.service.strip(), "severity": data.severity, "reported_by": user.get_username()},
         raw={"trace": data.trace} if data.trace is not None else {},
     )
+
+
+@transaction.atomic
+def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult:
+    """Store an incident as a Document with an Episode and Artifacts, and queue a suggestion. All or nothing.
+
+    An incident sent again with the same external_id is not duplicated: the
+    stored one is returned with created=False.
+    """
+    incident_validate(data)
+    steps = trace_steps_of_value(data.trace) if data.trace is not None else []
+    if data.external_id:
+        stored = _incident_stored(study, data.external_id)
+        if stored is not None:
+            return stored
+    try:
+        # A savepoint: a sender retrying at once may insert the same external_id first.
+        with transaction.atomic():
+            document = _incident_document_create(study, user, data)
+    except IntegrityError:
+        stored = _incident_stored(study, data.external_id) if data.external_id else None
+        if stored is None:
+            raise
+        return stored
     episode = Episode.objects.create(document=document, study=study)
     Episode.objects.filter(pk=episode.pk).update(queue_key=queue_key_for(study, episode.pk))
     if steps:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
@@ -31,16 +33,21 @@ def _broker_ok() -> tuple[bool, str]:
     return True, "reachable"
 
 
-# Load balancers and monitors probe this without a session; it reveals only up/down.
+def _redacted(detail: str) -> str:
+    """An error text without credentials that a URL in it may carry."""
+    return re.sub(r"//[^/@\s]*@", "//***@", detail)
+
+
+# Load balancers and monitors probe this without a session. They get up or down per component;
+# why a component is down (hosts, ports, driver messages) is for staff only.
 @login_not_required
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    db_ok, db_detail = _database_ok()
-    broker_ok, broker_detail = _broker_ok()
-    body = {
-        "status": "ok" if db_ok and broker_ok else "unavailable",
-        "database": {"ok": db_ok, "detail": db_detail},
-        "broker": {"ok": broker_ok, "detail": broker_detail},
-    }
-    return JsonResponse(body, status=200 if db_ok and broker_ok else 503)
+    components = {"database": _database_ok(), "broker": _broker_ok()}
+    detailed = request.user.is_authenticated and request.user.is_staff
+    healthy = all(ok for ok, _ in components.values())
+    body: dict = {"status": "ok" if healthy else "unavailable"}
+    for name, (ok, detail) in components.items():
+        body[name] = {"ok": ok, "detail": _redacted(detail)} if detailed else {"ok": ok}
+    return JsonResponse(body, status=200 if healthy else 503)
