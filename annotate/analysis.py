@@ -143,6 +143,9 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
         if ep.split == Split.HOLDOUT:
             holdout.append((ep.id, doc.kind, doc.title, label))
             continue
+        if ep.split == Split.EXCLUDED:
+            excluded[doc.kind]["excluded by an owner"] += 1
+            continue
         if not label.usable:
             excluded[doc.kind][label.reason] += 1
             continue

@@ -182,3 +182,4 @@ class CodingSettingsForm(forms.Form):
     suggestions_after_first_choice = forms.BooleanField(
         required=False, label="Show suggestions only after the coder's first choice"
     )
+    suggest_on_import = forms.BooleanField(required=False, label="Suggest codes for imported documents")

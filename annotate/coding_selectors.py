@@ -73,6 +73,16 @@ class Picker:
         t = self.type_by_id.get(type_id) if type_id else None
         return t.code if t else ""
 
+    def type_label(self, type_id: int | None) -> str:
+        """ "TUS-03 Incorrect tool arguments": a code never stands alone on a page."""
+        t = self.type_by_id.get(type_id) if type_id else None
+        return f"{t.code} {t.name}" if t else ""
+
+    def axis_label(self, obj_id: int | None) -> str:
+        """The display name of an axis value id ("Iterative execution", not "iterative_execution")."""
+        value = self.value_by_id.get(obj_id) if obj_id is not None else None
+        return value.name if value is not None else ""
+
 
 _picker_cache: OrderedDict[tuple, Picker] = OrderedDict()
 _picker_lock = threading.Lock()
@@ -217,6 +227,39 @@ def study_progress(study: Study, membership: Membership) -> Progress:
     return Progress(k=k, coders=coders, mine=mine, buckets=buckets, episodes=sum(per_n.values()))
 
 
+@dataclass(frozen=True)
+class QueueLeft:
+    left: int  # episodes this coder could still be given: queued splits, below k, not adjudicated, not theirs
+    total: int  # episodes in the study's queued splits
+
+
+def coder_queue_left(study: Study, user) -> QueueLeft:
+    """How much of the study's queue is left for `user`, in one aggregate query.
+
+    Other coders' live leases are not subtracted: a leased episode may come back
+    to this coder when the lease ends, so it is still "left" for them.
+    """
+    mine = Coding.objects.filter(episode=OuterRef("pk"), coder=user)
+    row = (
+        Episode.objects.filter(study=study, split__in=study.splits_in_queue)
+        .annotate(mine=Exists(mine))
+        .aggregate(
+            total=Count("pk"),
+            left=Count(
+                "pk",
+                filter=Q(n_codings__lt=study.coders_per_episode, mine=False) & ~Q(status=EpisodeStatus.ADJUDICATED),
+            ),
+        )
+    )
+    return QueueLeft(left=row["left"], total=row["total"])
+
+
+def coded_since(study: Study, user, since) -> int:
+    """Episodes of the study `user` saved a coding of since `since` (their login: "coded this session")."""
+    qs = Coding.objects.filter(episode__study=study, coder=user)
+    return (qs.filter(updated_at__gte=since) if since else qs).count()
+
+
 # ---------------------------------------------------------------- disagreements
 
 DISAGREEMENT_AXES = ("failure_type", "source", "stage", "capability", "not_a_failure", "needs_new_type")
@@ -323,7 +366,7 @@ def disagreement_page(
         label = resolve_label(adjudication=adjudications.get(ep.pk), codings=mine, k=study.coders_per_episode)
         axes = [AXIS_LABELS.get(a, a) for a in disagreeing_axes(mine)]
         row = DisagreementRow(ep, mine, axes, label.status, adjudications.get(ep.pk))
-        row.values = {a: [coding_code(c, a, picker) for c in mine] for a in ("failure_type", "source", "stage")}
+        row.values = {a: [coding_label(c, a, picker) for c in mine] for a in ("failure_type", *Axis.values)}
         row.coders = ", ".join(c.coder.get_username() for c in mine)
         rows.append(row)
     return rows, next_after
@@ -337,6 +380,17 @@ def coding_code(row, axis: str, picker: Picker) -> str:
         return picker.type_code(row.failure_type_id) or ("new type" if row.needs_new_type else "")
     if axis in ("source", "stage", "capability"):
         return picker.axis_code(getattr(row, f"{axis}_id"))
+    return "yes" if getattr(row, axis) else "no"
+
+
+def coding_label(row, axis: str, picker: Picker) -> str:
+    """What a coding (or adjudication) has on one axis, as a reader sees it: display names, not codes."""
+    if axis == "failure_type":
+        if row.not_a_failure:
+            return "not a failure"
+        return picker.type_label(row.failure_type_id) or ("needs a new type" if row.needs_new_type else "")
+    if axis in Axis.values:
+        return picker.axis_label(getattr(row, f"{axis}_id"))
     return "yes" if getattr(row, axis) else "no"
 
 
@@ -374,7 +428,7 @@ class HistoryRow:
 def _history_value(record, name: str, picker: Picker) -> str:
     if name in ("failure_type", "source", "stage", "capability"):
         obj_id = getattr(record, f"{name}_id", None)
-        return picker.type_code(obj_id) if name == "failure_type" else picker.axis_code(obj_id)
+        return picker.type_label(obj_id) if name == "failure_type" else picker.axis_label(obj_id)
     if name == "evidence_span":
         start, end = getattr(record, "evidence_start", None), getattr(record, "evidence_end", None)
         return "" if start is None else f"{start}-{end}"
@@ -444,10 +498,12 @@ def side_by_side(codings: list[Coding], picker: Picker) -> list[tuple[str, bool,
     rows.append(
         ("Needs a new type", "needs_new_type" in differ, ["yes" if c.needs_new_type else "no" for c in codings])
     )
-    rows.append(("Confidence", False, [c.get_confidence_display() for c in codings]))
+    # Confidence is no axis of agreement: the badge says "same" or nothing, never "= agree" for High vs Medium.
+    same_confidence = len({c.confidence for c in codings}) <= 1
+    rows.append(("Confidence", False if same_confidence else None, [c.get_confidence_display() for c in codings]))
     if any(c.decisive_step is not None or c.responsible_agent for c in codings):
         steps = ["—" if c.decisive_step is None else f"#{c.decisive_step}" for c in codings]
         agents = [c.responsible_agent or "—" for c in codings]
         rows.append(("Decisive step", len(set(steps)) > 1, steps))
-        rows.append(("Responsible agent", len(set(agents)) > 1, agents))
+        rows.append(("Responsible agent", len({a.strip().lower() for a in agents}) > 1, agents))
     return rows

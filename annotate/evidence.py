@@ -51,3 +51,26 @@ def evidence_locate(text: str, quote: str, near: int | None = None) -> Located |
         return None
     start, end = _nearest(sorted(matches.values()), near)
     return Located(start, end, text[start:end])
+
+
+def quote_whole_words(text: str, quote: str, *, limit: int = 2000) -> str:
+    """`quote` widened to whole words of `text` and cut to at most `limit` characters at a word boundary.
+
+    Machine suggestions quote the text verbatim but may start or end inside a
+    word ("md, and ran" from "CHANGELOG.md, and ran"); a coder must never be shown
+    such a fragment. The result is still a verbatim slice of `text`; a quote not
+    found in `text` is returned cut at a word boundary only.
+    """
+    at = text.find(quote) if quote else -1
+    if at >= 0:
+        start, end = at, at + len(quote)
+        while start > 0 and not text[start - 1].isspace() and not text[start].isspace():
+            start -= 1
+        while end < len(text) and not text[end].isspace() and not text[end - 1].isspace():
+            end += 1
+        quote = text[start:end].strip()
+    if len(quote) > limit:
+        cut = quote[: limit + 1]
+        space = cut.rfind(" ")
+        quote = cut[:space].rstrip() if space > 0 else quote[:limit]
+    return quote

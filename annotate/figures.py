@@ -172,6 +172,7 @@ def heatmap_rows(doc: dict, kind: str, cell_url) -> list[dict]:
                     "url": cell_url(kind, stage["code"], cap["code"]) if section["counts"][i][j] else "",
                     "stage": stage["code"],
                     "capability": cap["code"],
+                    "capability_name": cap.get("name") or cap["code"],
                 }
             )
         rows.append({"stage": stage, "cells": cells, "total": section["row_totals"][i]})
@@ -201,3 +202,37 @@ def difference_rows(doc: dict, a: str, b: str, selected: dict | None) -> list[di
             )
         rows.append({"stage": stage, "cells": cells})
     return rows
+
+
+AXIS_NAMES = {
+    "failure_type": "failure type", "category": "category", "source": "responsibility source",
+    "stage": "workflow stage", "capability": "agent capability", "overall": "overall",
+}  # fmt: skip
+
+
+def confusion_rows(confusion: dict, picker, *, category: str = "") -> tuple[list[dict], list[dict]]:
+    """A confusion matrix as table rows and columns with display names.
+
+    Category labels link to their drill-down; with `category`, only the rows of that
+    category's types are kept, against the columns any of them (or the category) uses.
+    """
+    labels, matrix = confusion["labels"], confusion["matrix"]
+    names = {v.code: v.name for values in picker.axes.values() for v in values}
+    names.update({t.code: t.name for t in picker.types})
+    categories = {code: name for code, name, _ in picker.categories}
+    names.update(categories)
+    names["not_a_failure"] = "Not a failure"
+    category_of = {t.code: t.category.code for t in picker.types}
+    rows_ix = list(range(len(labels)))
+    cols_ix = list(range(len(labels)))
+    if category:
+        rows_ix = [i for i in rows_ix if category_of.get(labels[i]) == category]
+        cols_ix = [j for j in cols_ix if category_of.get(labels[j]) == category or any(matrix[i][j] for i in rows_ix)]
+
+    def head(label: str) -> dict:
+        link = f"?axis=failure_type&category={label}#pairs-h" if label in categories and not category else ""
+        return {"label": label, "name": names.get(label, label or "—"), "link": link}
+
+    columns = [head(labels[j]) for j in cols_ix]
+    rows = [{**head(labels[i]), "cells": [{"n": matrix[i][j], "diag": i == j} for j in cols_ix]} for i in rows_ix]
+    return rows, columns

@@ -36,6 +36,7 @@ import openai
 from django.conf import settings
 from django.core.cache import cache
 
+from .evidence import quote_whole_words
 from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec
 
 log = logging.getLogger(__name__)
@@ -175,7 +176,7 @@ def answer_validate(spec: CodebookSpec, text: str, content: str | None) -> Answe
                 capability=raw["capability"],
                 confidence=round(float(confidence), 4),
                 rationale=str(rationale)[:4000],
-                evidence=evidence[:2000],
+                evidence=quote_whole_words(text, evidence),
             )
         )
     if not candidates and not naf:

@@ -39,6 +39,8 @@ class Study(models.Model):
     queue_seed = models.BigIntegerField(default=0)
     queue_splits = models.JSONField(default=list, blank=True)  # empty means ["primary"]
     suggestions_after_first_choice = models.BooleanField(default=False)
+    # Imported documents get machine suggestions queued, as incidents do, unless the owner turns it off.
+    suggest_on_import = models.BooleanField(default=True)
 
     # Which labels analysis uses.
     label_rule = models.CharField(max_length=20, choices=LabelRule.choices, default=LabelRule.CONSENSUS)
@@ -83,6 +85,38 @@ class Membership(models.Model):
     @property
     def can_adjudicate(self) -> bool:
         return self.role == Role.OWNER or (self.role == Role.CODER and self.adjudicator)
+
+
+class Invitation(models.Model):
+    """A single-use link that lets a person without an account (or not yet a member) join a study.
+
+    Only a sha256 of the link's token is stored, as for API tokens: the owner copies the link once.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(blank=True)
+    username_hint = models.CharField(max_length=150, blank=True)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.CODER)
+    adjudicator = models.BooleanField(default=False)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.study} for {self.email or self.username_hint or 'anyone'}"
+
+    @property
+    def invitee(self) -> str:
+        return self.email or self.username_hint or "anyone with the link"
 
 
 class DocumentKind(models.TextChoices):
@@ -144,6 +178,9 @@ class Document(models.Model):
 class Split(models.TextChoices):
     PRIMARY = "primary", "Primary"
     HOLDOUT = "holdout", "Hold-out"
+    # Left out of analysis and hold-out coverage by an owner, e.g. a whole-document episode
+    # that was split into smaller ones after it had been coded. Its codings are kept.
+    EXCLUDED = "excluded", "Excluded"
 
 
 class EpisodeStatus(models.TextChoices):

@@ -28,6 +28,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import normalize
 
+from .evidence import quote_whole_words
 from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, reading, text_hash
 
 LOCAL_VERSION = "local-3"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
@@ -47,7 +48,8 @@ MAX_EVIDENCE_CHARS = 300
 N_FOLDS = 3
 SEED = 20240611
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+# A sentence ends at . ! or ? followed by a space or the end, not inside "CHANGELOG.md" or "v1.2".
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))+[.!?]*")
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 
@@ -334,7 +336,7 @@ def _sentences(text: str) -> list[str]:
     for m in _SENTENCE.finditer(text):
         s = m.group(0).strip()
         if len(s.split()) >= 3:
-            out.append(s[:MAX_EVIDENCE_CHARS])
+            out.append(quote_whole_words(s, s, limit=MAX_EVIDENCE_CHARS))
         if len(out) >= MAX_SENTENCES:
             break
     return out

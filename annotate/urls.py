@@ -1,6 +1,18 @@
 from django.urls import path
 
-from .views import adjudication, coding, coding_settings, episodes, health, jobs, members, queue, studies, tokens
+from .views import (
+    accounts,
+    adjudication,
+    coding,
+    coding_settings,
+    episodes,
+    health,
+    jobs,
+    members,
+    queue,
+    studies,
+    tokens,
+)
 from .views import analysis as analysis_views
 from .views import documents as document_views
 from .views import incidents as incident_views
@@ -12,8 +24,15 @@ urlpatterns = [
     path("", studies.study_list, name="study_list"),
     path("healthz", health.healthz, name="healthz"),
     path("studies/<slug:slug>/", studies.study_overview, name="study_overview"),
+    path("new-study/", studies.study_new, name="study_new"),
+    path("invite/<str:token>/", accounts.invitation_accept_view, name="invitation_accept"),
+    path("account/", accounts.account_page, name="account"),
     path("studies/<slug:slug>/members/", members.study_members, name="study_members"),
+    path("studies/<slug:slug>/members/<int:pk>/", members.member_update_view, name="member_update"),
+    path("studies/<slug:slug>/members/<int:pk>/remove/", members.member_remove_view, name="member_remove"),
+    path("studies/<slug:slug>/invitations/<int:pk>/revoke/", members.invitation_revoke_view, name="invitation_revoke"),
     path("studies/<slug:slug>/next/", queue.coding_next, name="coding_next"),
+    path("studies/<slug:slug>/progress/mine/", queue.coding_progress, name="coding_progress"),
     path("studies/<slug:slug>/episodes/<int:pk>/", episodes.episode_detail, name="episode_detail"),
     path("studies/<slug:slug>/episodes/<int:pk>/code/", coding.coding_page, name="coding_page"),
     path("studies/<slug:slug>/episodes/<int:pk>/skip/", queue.coding_skip, name="coding_skip"),
@@ -60,6 +79,7 @@ urlpatterns = [
     path("studies/<slug:slug>/incidents/", incident_views.triage_board, name="triage_board"),
     path("studies/<slug:slug>/incidents/<int:pk>/", incident_views.incident_detail, name="incident_detail"),
     path("studies/<slug:slug>/incidents/<int:pk>/move/", incident_views.incident_move_view, name="incident_move"),
+    path("studies/<slug:slug>/incidents/<int:pk>/code/", incident_views.incident_code, name="incident_code"),
     path("studies/<slug:slug>/suggestions/", suggestion_views.suggestion_quality_page, name="suggestion_quality_page"),
     path("studies/<slug:slug>/suggestions/run/", suggestion_views.suggestion_batch, name="suggestion_batch"),
     path("studies/<slug:slug>/suggestions/retrain/", suggestion_views.suggestion_retrain, name="suggestion_retrain"),

@@ -265,6 +265,25 @@ FAULTLINE_GITHUB_MAX_WAIT_S = envfloat("FAULTLINE_GITHUB_MAX_WAIT_S", 60.0)
 
 # Coding workspace.
 FAULTLINE_LEASE_MINUTES = envint("FAULTLINE_LEASE_MINUTES", 30)
+
+# Teams: who may create studies in the browser ("staff" or "any" logged-in user), and how long an
+# invitation link stays valid.
+FAULTLINE_STUDY_CREATORS = os.environ.get("FAULTLINE_STUDY_CREATORS", "staff")
+if FAULTLINE_STUDY_CREATORS not in {"staff", "any"}:
+    raise ImproperlyConfigured("FAULTLINE_STUDY_CREATORS must be 'staff' or 'any'.")
+FAULTLINE_INVITE_DAYS = envint("FAULTLINE_INVITE_DAYS", 7)
+
+# Outgoing mail (invitations, password resets). Nothing is sent unless EMAIL_HOST (SMTP) or
+# EMAIL_BACKEND is set; without it owners copy invitation links and an administrator resets passwords.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "faultline@localhost")
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.dummy.EmailBackend"
+)
 FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 20000)
 
 # Exports and incident webhooks. Parquet exports above this many rows are built by a job.

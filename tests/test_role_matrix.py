@@ -73,6 +73,22 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "suggestion_retrain": ("POST", POST_WRITE, {}),
     "suggestion_panel": ("GET", PAGE_WRITE, {}),
     "suggestion_reject": ("POST", POST_WRITE, {}),
+    # Teams and accounts (issue 14). Only staff start studies by default; nobody here is staff.
+    "study_new": ("GET", (LOGIN, 403, 403, 403, 403), {}),
+    "invitation_accept": ("GET", (410, 410, 410, 410, 410), {}),  # open without a login; a bad token is gone
+    "invitation_revoke": ("POST", (LOGIN, 404, 403, 403, 404), {}),  # no such invitation
+    "member_update": ("POST", POST_OWNER, {"data": {"role": "viewer"}}),
+    "member_remove": ("POST", POST_OWNER, {}),
+    "account": ("GET", ANY_USER, {}),
+    "password_change": ("GET", ANY_USER, {}),
+    "password_change_done": ("GET", ANY_USER, {}),
+    "password_reset": ("GET", (200, 200, 200, 200, 200), {}),
+    "password_reset_done": ("GET", (200, 200, 200, 200, 200), {}),
+    "password_reset_confirm": ("GET", (200, 200, 200, 200, 200), {}),  # an invalid link says so
+    "password_reset_complete": ("GET", (200, 200, 200, 200, 200), {}),
+    "favicon": ("GET", (301, 301, 301, 301, 301), {}),
+    "coding_progress": ("GET", PAGE_WRITE, {}),
+    "incident_code": ("POST", POST_WRITE, {}),  # an empty form: back to the incident with the errors
     # The REST API: no credentials 401, non-member 404, viewer writing 403.
     "api-root": ("GET", API_ANY, {}),
     "api-schema": ("GET", API_ANY, {}),
@@ -144,6 +160,7 @@ def world(study, other_study, alice, bob, vera, charlie, make_episode, codes):
     return {
         "slug": study.slug, "episode": ep, "document": ep.document, "incident": incident, "suggestion": suggestion,
         "job": job, "token": token, "codebook": study.codebook, "tokens": tokens,
+        "vera_membership": study.memberships.get(user=vera).pk,
         "users": {"charlie": charlie, "vera": vera, "bob": bob, "alice": alice},
     }  # fmt: skip
 
@@ -154,6 +171,7 @@ def kwargs_for(name: str, pattern, w) -> dict:
     values = {
         "slug": w["slug"], "code": "TUS-03", "kind": "github_issue", "stage": "iterative_execution",
         "capability": "actuation", "name": "difference", "fmt": "json", "episode_pk": w["episode"].pk,
+        "token": "not-a-token", "uidb64": "MQ",
     }  # fmt: skip
     pk = {
         "codebook_detail": w["codebook"].pk, "type_detail": w["codebook"].pk, "codebook_diff": w["codebook"].pk,
@@ -163,8 +181,11 @@ def kwargs_for(name: str, pattern, w) -> dict:
         "job_status": w["job"].pk, "api-job": w["job"].pk, "api-job-file": w["job"].pk,
         "incident_detail": w["incident"].pk, "incident_move": w["incident"].pk, "incident-detail": w["incident"].pk,
         "incident-triage": w["incident"].pk, "suggestion_reject": w["suggestion"].pk,
-        "profile_token_revoke": w["token"].pk,
+        "profile_token_revoke": w["token"].pk, "incident_code": w["incident"].pk,
+        "member_update": w["vera_membership"], "member_remove": w["vera_membership"], "invitation_revoke": 999999,
     }.get(name, w["episode"].pk)  # fmt: skip
+    if name == "password_reset_confirm":
+        values["token"] = "set-password"
     values["pk"] = pk
     if name == "study-detail":
         values["slug"] = w["slug"]

@@ -19,6 +19,7 @@ def study_coding_settings_update(
     queue_order: str,
     queue_splits: list[str],
     suggestions_after_first_choice: bool,
+    suggest_on_import: bool = True,
 ) -> Study:
     """Change how a study is coded. A new k re-derives every episode's open/coded status in two updates.
 
@@ -42,9 +43,13 @@ def study_coding_settings_update(
     study.queue_order = queue_order
     study.queue_splits = [s for s in Split.values if s in queue_splits]
     study.suggestions_after_first_choice = suggestions_after_first_choice
+    study.suggest_on_import = suggest_on_import
     study.save(
-        update_fields=["coders_per_episode", "blind", "queue_order", "queue_splits", "suggestions_after_first_choice"]
-    )
+        update_fields=[
+            "coders_per_episode", "blind", "queue_order", "queue_splits", "suggestions_after_first_choice",
+            "suggest_on_import",
+        ]
+    )  # fmt: skip
     if old_k != coders_per_episode:
         episodes = Episode.objects.filter(study=study).exclude(status=EpisodeStatus.ADJUDICATED)
         episodes.filter(n_codings__gte=coders_per_episode).update(status=EpisodeStatus.CODED)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -29,6 +30,7 @@ from ..models import Document, Episode, Job, Study
 from .studies import queue_key_for
 
 ProgressFn = Callable[[int, int], None]
+log = logging.getLogger(__name__)
 BATCH_SIZE = 1000
 UPDATE_FIELDS = ["url", "cluster", "title", "body", "labels", "meta", "raw", "content_hash", "updated_at"]
 UPLOAD_DIR = "imports"
@@ -438,6 +440,17 @@ def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool 
         raise
 
 
+def _suggestions_after_import(job: Job) -> int | None:
+    """Queue suggestions for the study's new episodes (those without one); an import never fails for it."""
+    from .suggestions import suggestion_batch_start
+
+    try:
+        return suggestion_batch_start(study=job.study, user=job.created_by).pk
+    except Exception:  # a missing key or a broker hiccup must not undo a finished import
+        log.warning("could not queue suggestions after import job %s", job.pk, exc_info=True)
+        return None
+
+
 def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     """Job handler: import the uploaded file named in job.params, then delete it."""
     media = Path(settings.MEDIA_ROOT).resolve()
@@ -453,6 +466,8 @@ def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     finally:
         path.unlink(missing_ok=True)
     summary = result.as_dict()
+    if result.created and job.study.suggest_on_import:
+        summary["suggestion_job"] = _suggestions_after_import(job)
     # The job page lists the result as text; "pull request: 2" reads better there than a dict.
     summary["skip_reasons"] = ", ".join(f"{reason}: {n}" for reason, n in sorted(result.skip_reasons.items()))
     return {"file": job.params.get("filename", ""), **summary}

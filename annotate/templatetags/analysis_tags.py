@@ -65,3 +65,9 @@ def estimate(e: dict, kind: str = "num") -> str:
 def label(code: str) -> str:
     """iterative_execution → "iterative execution"."""
     return str(code).replace("_", " ")
+
+
+@register.filter
+def get(mapping: dict, key: str):
+    """mapping[key] in a template ({{ names|get:axis }}), None when missing."""
+    return mapping.get(key) if hasattr(mapping, "get") else None

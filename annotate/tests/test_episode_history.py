@@ -28,10 +28,10 @@ def test_three_saves_give_three_history_rows_with_who_and_before_after(client, a
         ("bob", "bob's coding", "changed")
     ] * 2
     assert ("Memo", "", "first thought") in history[1].changes
-    assert history[2].changes == [("Source", "agent_design", "llm")]
+    assert history[2].changes == [("Source", "Agent logic & prompting", "LLM / model behaviour")]  # names, not codes
     html = response.content.decode()
     assert html.count('class="history-row first"') == 3
-    assert "<del>agent_design</del>" in html and "<ins>llm</ins>" in html
+    assert "<del>Agent logic &amp; prompting</del>" in html and "<ins>LLM / model behaviour</ins>" in html
 
 
 def test_three_edits_after_creation_are_three_more_rows_and_a_delete_is_kept(

@@ -33,29 +33,31 @@ def test_an_anonymous_user_is_sent_to_login(client, study):
 @pytest.mark.parametrize("persona", ["vera", "bob"])
 def test_a_viewer_or_coder_cannot_manage_members(client, request, persona, study):
     client.force_login(request.getfixturevalue(persona))
-    response = client.post("/studies/alpha/members/", {"username": persona, "role": "owner"})
+    response = client.post("/studies/alpha/members/", {"who": persona, "role": "owner"})
     assert response.status_code == 403
     assert study.memberships.get(user__username=persona).role != "owner"
 
 
 def test_the_owner_adds_a_member(client, alice, charlie, study):
     client.force_login(alice)
-    response = client.post("/studies/alpha/members/", {"username": "charlie", "role": "viewer"})
+    response = client.post("/studies/alpha/members/", {"who": "charlie", "role": "viewer"})
     assert response.status_code == 302
     assert study.memberships.get(user=charlie).role == "viewer"
 
 
-def test_it_rejects_an_unknown_user_with_a_field_error(client, alice, study):
+def test_it_rejects_an_existing_member_with_a_field_error(client, alice, study):
     client.force_login(alice)
-    response = client.post("/studies/alpha/members/", {"username": "nobody", "role": "coder"})
+    response = client.post("/studies/alpha/members/", {"who": "bob", "role": "owner"})
     assert response.status_code == 400
-    assert "There is no user" in response.content.decode()
+    assert "already a member" in response.content.decode()
+    assert study.memberships.get(user__username="bob").role == "coder"
 
 
 def test_the_last_owner_cannot_demote_themselves(client, alice, study):
     client.force_login(alice)
-    response = client.post("/studies/alpha/members/", {"username": "alice", "role": "viewer"})
-    assert response.status_code == 400
+    own = study.memberships.get(user=alice)
+    response = client.post(f"/studies/alpha/members/{own.pk}/", {"role": "viewer"}, follow=True)
+    assert "at least one owner" in response.content.decode()
     assert study.memberships.get(user=alice).role == "owner"
 
 
@@ -64,7 +66,7 @@ def test_csrf_is_enforced_on_forms(alice, study):
 
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(alice)
-    assert strict.post("/studies/alpha/members/", {"username": "alice", "role": "owner"}).status_code == 403
+    assert strict.post("/studies/alpha/members/", {"who": "charlie", "role": "owner"}).status_code == 403
 
 
 def test_the_study_list_query_count_is_constant(client, alice, codebook, django_assert_max_num_queries):

@@ -121,3 +121,78 @@ def test_the_incident_page_shows_artifacts_sanitised_and_similar_incidents(clien
     similar = page.context["similar"]
     assert [s.document.pk for s in similar][:1] == [board[0].pk]
     assert similar[0].reason == "same type TUS-03"
+
+
+def test_board_cards_link_to_the_episode_and_to_coding_it(client, alice, vera, board):
+    from annotate.models import Episode
+
+    llm = board[0]
+    episode = Episode.objects.get(document=llm)
+    client.force_login(alice)
+    html = client.get("/studies/alpha/incidents/").content.decode()
+    assert f'href="/studies/alpha/episodes/{episode.pk}/"' in html
+    assert f'href="/studies/alpha/incidents/{llm.pk}/#code-h">Code it' in html
+    assert 'class="badge sev sev-critical"' in html
+    client.force_login(vera)
+    html = client.get("/studies/alpha/incidents/").content.decode()
+    assert f'href="/studies/alpha/episodes/{episode.pk}/"' in html and "Code it" not in html
+
+
+def test_a_triager_accepts_the_suggestion_in_place_with_history(client, alice, board):
+    from annotate.models import Coding, Episode
+
+    llm = board[0]
+    episode = Episode.objects.get(document=llm)
+    suggestion = Suggestion.objects.get(episode=episode)
+    client.force_login(alice)
+    page = client.get(f"/studies/alpha/incidents/{llm.pk}/").content.decode()
+    assert "Accept the suggestion" in page and "LLM / model behaviour" in page
+    data = {"failure_type": "TUS-03", "source": "llm", "stage": "iterative_execution", "capability": "actuation",
+            "confidence": "medium", "from_suggestion": suggestion.pk}  # fmt: skip
+    response = client.post(f"/studies/alpha/incidents/{llm.pk}/code/", data, follow=True)
+    assert "Coded: LLM / model behaviour, TUS-03" in response.content.decode()
+    coding = Coding.objects.get(episode=episode, coder=alice)
+    assert coding.from_suggestion == suggestion and coding.history.count() == 1
+    suggestion.refresh_from_db()
+    assert suggestion.status == "accepted"
+
+
+def test_a_triager_corrects_the_suggestion_and_the_change_is_in_history(client, alice, board):
+    from annotate.models import Coding, Episode
+
+    llm = board[0]
+    episode = Episode.objects.get(document=llm)
+    suggestion = Suggestion.objects.get(episode=episode)
+    client.force_login(alice)
+    data = {"failure_type": "EXT-01", "source": "tool_service", "stage": "iterative_execution",
+            "capability": "actuation", "confidence": "high", "from_suggestion": suggestion.pk}  # fmt: skip
+    client.post(f"/studies/alpha/incidents/{llm.pk}/code/", data)
+    coding = Coding.objects.get(episode=episode, coder=alice)
+    assert (coding.failure_type.code, coding.source.code) == ("EXT-01", "tool_service")
+    suggestion.refresh_from_db()
+    assert suggestion.status == "edited"
+    client.post(f"/studies/alpha/incidents/{llm.pk}/code/", {**data, "source": "framework", "version": coding.version})
+    coding.refresh_from_db()
+    assert coding.source.code == "framework" and coding.version == 2 and coding.history.count() == 2
+    page = client.get(f"/studies/alpha/incidents/{llm.pk}/").content.decode()
+    assert "✓ saved, version 2" in page
+
+
+def test_a_stale_or_bad_incident_coding_writes_nothing(client, alice, board):
+    from annotate.models import Coding
+
+    llm = board[0]
+    client.force_login(alice)
+    bad = client.post(
+        f"/studies/alpha/incidents/{llm.pk}/code/", {"failure_type": "NOPE-1", "source": "llm"}, follow=True
+    )
+    assert "Not saved" in bad.content.decode()
+    assert not Coding.objects.filter(coder=alice).exists()
+
+
+def test_viewers_cannot_code_incidents(client, vera, board):
+    llm = board[0]
+    client.force_login(vera)
+    data = {"failure_type": "TUS-03", "source": "llm", "stage": "iterative_execution", "capability": "actuation"}
+    assert client.post(f"/studies/alpha/incidents/{llm.pk}/code/", data).status_code == 403
+    assert "Accept the suggestion" not in client.get(f"/studies/alpha/incidents/{llm.pk}/").content.decode()

@@ -33,8 +33,10 @@ from ..analysis import (
     parse_params,
 )
 from ..analysis_tasks import over_threshold
+from ..coding_selectors import codebook_picker
+from ..figures import AXIS_NAMES, confusion_rows
 from ..jobs import job_start
-from ..models import Job, Study
+from ..models import Episode, Job, Study
 
 PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
 METHODS = [(m, stats.CELL_METHOD_NAMES[m]) for m in stats.CELL_METHODS]
@@ -58,6 +60,12 @@ def _document(request: HttpRequest, study: Study, *, sensitivity: bool = True):
     return analysis_document(study, params, sensitivity=sensitivity), params, {}, None
 
 
+def _kinds_with_episodes(study: Study) -> list[tuple[str, str]]:
+    """The contrast selector offers only the document kinds this study has episodes of."""
+    present = set(Episode.objects.filter(study=study).values_list("document__kind", flat=True).distinct())
+    return [(k, KIND_LABELS[k]) for k in KINDS if k in present]
+
+
 def _query(request: HttpRequest, **changes) -> str:
     q = request.GET.copy()
     for k, v in changes.items():
@@ -74,7 +82,7 @@ def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
     doc, params, errors, job = _document(request, study)
     big = params is not None and over_threshold(params.bootstrap)
     context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
-               "params": params, "query": _query(request), "kinds": [(k, KIND_LABELS[k]) for k in KINDS],
+               "params": params, "query": _query(request), "kinds": _kinds_with_episodes(study),
                "axes": codebook_axes(study), "big": big, "methods": METHODS,
                "default_method": stats.DEFAULT_CELL_METHOD}  # fmt: skip
     if doc is not None:
@@ -178,13 +186,20 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
         return _download(study, "agreement", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
     axis = request.GET.get("axis") or "failure_type"
     chosen = next((a for a in doc["axes"] if a["axis"] == axis), doc["axes"][0])
+    picker = codebook_picker(study.codebook)
+    drill = request.GET.get("category", "")
+    drill = drill if any(code == drill for code, _, _ in picker.categories) else ""
+    # 56 x 56 types cannot be read: failure types are shown by category first, then one category's types.
+    by_category = chosen["axis"] == "failure_type" and not drill
+    category_pairs = {(p["a"], p["b"]): p for a in doc["axes"] if a["axis"] == "category" for p in a["pairs"]}
     for pair in chosen["pairs"]:
-        labels = pair["confusion"]["labels"]
-        pair["rows"] = [
-            {"label": lab, "cells": [{"n": v, "diag": i == j} for j, v in enumerate(row)]}
-            for i, (lab, row) in enumerate(zip(labels, pair["confusion"]["matrix"], strict=True))
-        ]
-    context = {"study": study, "membership": request.membership, "doc": doc, "chosen": chosen}
+        matrix = category_pairs.get((pair["a"], pair["b"]), pair) if by_category else pair
+        pair["rows"], pair["columns"] = confusion_rows(matrix["confusion"], picker, category=drill)
+    context = {
+        "study": study, "membership": request.membership, "doc": doc, "chosen": chosen,
+        "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
+        "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""),
+    }  # fmt: skip
     return render(request, "annotate/agreement.html", context)
 
 

@@ -7,8 +7,9 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from ..access import study_view
 from ..coding_forms import CodingForm
@@ -152,10 +153,13 @@ def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
 def _saved(request, study, episode, picker, coding) -> HttpResponse:
     if request.POST.get("action") == "next":
         url = reverse("coding_next", args=[study.slug])
-        messages.success(request, f"Saved your coding of episode {episode.pk}.")
+        back = reverse("coding_page", args=[study.slug, episode.pk])
+        saved = format_html('Saved your coding of episode {}. <a href="{}">Back to it</a>', episode.pk, back)
+        messages.success(request, saved)
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     if request.htmx:
         episode.n_codings = Episode.objects.values_list("n_codings", flat=True).get(pk=episode.pk)
-        return _render(request, study, episode, picker, coding, _values_of(coding, picker), saved=True)
+        response = _render(request, study, episode, picker, coding, _values_of(coding, picker), saved=True)
+        return trigger_client_event(response, "faultline:saved")
     messages.success(request, f"Saved (version {coding.version}).")
     return redirect("coding_page", slug=study.slug, pk=episode.pk)

@@ -21,6 +21,7 @@ def _initial(study: Study) -> dict:
         "queue_order": study.queue_order,
         "queue_splits": study.splits_in_queue,
         "suggestions_after_first_choice": study.suggestions_after_first_choice,
+        "suggest_on_import": study.suggest_on_import,
     }
 
 

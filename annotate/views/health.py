@@ -5,7 +5,8 @@ import re
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponsePermanentRedirect, JsonResponse
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -51,3 +52,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
     for name, (ok, detail) in components.items():
         body[name] = {"ok": ok, "detail": _redacted(detail)} if detailed else {"ok": ok}
     return JsonResponse(body, status=200 if healthy else 503)
+
+
+# Browsers ask for /favicon.ico whatever the page links, before anyone logs in.
+@login_not_required
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    return HttpResponsePermanentRedirect(static("favicon.svg"))

@@ -9,13 +9,19 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from ..access import study_view
+from ..coding_forms import CodingForm
+from ..coding_selectors import codebook_picker
 from ..incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
-from ..models import Document, DocumentKind, Membership, Role, Study, TriageStatus
+from ..models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from ..services.incidents import SEVERITIES, incident_move
+from ..services.queue import EpisodeFull, coding_submit
+from ..services.studies import CodingConflict
 from ..trace_selectors import has_steps, trace_window
+from .coding import episode_text
 
 # A screenshot sent inline is shown only if it is plainly a base64 raster image.
 DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")
@@ -101,4 +107,57 @@ def incident_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse
                       .select_related("user")],
         "episode": document.episodes.order_by("order").first(),
     }  # fmt: skip
+    if context["episode"] is not None and request.membership.can_write:
+        context.update(_code_context(request, study, context["episode"]))
     return render(request, "annotate/incident_detail.html", context)
+
+
+def _code_context(request: HttpRequest, study: Study, episode: Episode) -> dict:
+    """The triager's codes form: their own coding if they have one, else the latest suggestion's codes."""
+    picker = codebook_picker(study.codebook)
+    mine = Coding.objects.filter(episode=episode, coder=request.user).first()
+    suggestion = episode.suggestions.filter(error="", not_a_failure=False, failure_type__isnull=False)
+    suggestion = suggestion.order_by("-created_at").first()
+    basis = mine or suggestion
+    picker.attach(basis, suggestion)
+    chosen = {axis: getattr(basis, axis, None) for axis in ("failure_type", "source", "stage", "capability")}
+    groups = [
+        (axis, label, [(v, chosen[axis] is not None and v.pk == chosen[axis].pk) for v in values])
+        for axis, label, values in picker.groups
+    ]
+    return {
+        "picker": picker, "mine": mine, "suggestion": suggestion, "code_groups": groups,
+        "confidence_choices": Confidence.choices,
+        "type_options": picker.type_options(chosen["failure_type"].code if chosen["failure_type"] else ""),
+    }  # fmt: skip
+
+
+@require_POST
+@study_view("write")
+def incident_code(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """Accept or correct the suggested codes from the incident page, through the coding page's save (with history)."""
+    document = get_object_or_404(Document, study=study, kind=DocumentKind.INCIDENT, pk=pk)
+    episode = get_object_or_404(Episode.objects.select_related("document"), document=document, order=0)
+    episode.study = study
+    picker = codebook_picker(study.codebook)
+    has_coding = Coding.objects.filter(episode=episode, coder=request.user).exists()
+    form = CodingForm(request.POST, picker=picker, episode=episode, text=episode_text(episode))
+    try:
+        if not form.is_valid():
+            raise ValidationError([e for errors in form.errors.values() for e in errors])
+        coding = coding_submit(
+            episode=episode, coder=request.user, values=form.values(), version=form.cleaned_data["version"] or None,
+            from_suggestion=form.cleaned_data["from_suggestion"], has_coding=has_coding,
+        )  # fmt: skip
+    except (CodingConflict, EpisodeFull) as exc:
+        messages.error(request, f"Not saved: {exc}")
+    except ValidationError as exc:
+        messages.error(request, "Not saved: " + " ".join(exc.messages))
+    else:
+        picker.attach(coding)
+        messages.success(
+            request,
+            f"Coded: {coding.source.name}, {coding.failure_type.code} {coding.failure_type.name} "
+            f"(version {coding.version}, kept in the episode's history).",
+        )
+    return redirect(reverse("incident_detail", args=[study.slug, document.pk]) + "#code-h")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from ..access import study_view
-from ..coding_selectors import study_progress
+from ..coding_selectors import coded_since, coder_queue_left, study_progress
 from ..models import Episode, Study
 from ..services.queue import episode_next, lease_release
 
@@ -20,6 +22,17 @@ SKIP_MEMORY = 50
 
 def _skipped_key(study: Study) -> str:
     return f"faultline:skipped:{study.pk}"
+
+
+@require_GET
+@study_view("write")
+def coding_progress(request: HttpRequest, study: Study) -> HttpResponse:
+    """The workspace header's "k of n left for you" and "coded this session" (htmx; reloaded after each save)."""
+    context = {
+        "study": study, "queue": coder_queue_left(study, request.user),
+        "session_coded": coded_since(study, request.user, request.user.last_login),
+    }  # fmt: skip
+    return render(request, "annotate/partials/_workspace_progress.html", context)
 
 
 @require_GET
@@ -41,5 +54,13 @@ def coding_skip(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     lease_release(episode=episode, coder=request.user)
     key = _skipped_key(study)
     request.session[key] = [pk, *[i for i in request.session.get(key, []) if i != pk]][:SKIP_MEMORY]
+    back = reverse("coding_page", args=[study.slug, pk])
+    messages.info(
+        request,
+        format_html(
+            'Skipped episode {}: it went back to the queue, and comes back to you last. <a href="{}">Undo</a>',
+            pk, back,
+        ),
+    )  # fmt: skip
     url = reverse("coding_next", args=[study.slug])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

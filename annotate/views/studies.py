@@ -1,18 +1,23 @@
 from __future__ import annotations
 
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
 
 from ..access import study_view
 from ..coding_selectors import study_progress
+from ..forms import StudyStartForm
 from ..models import Study
 from ..selectors import memberships_for_user, study_counts
+from ..services.members import codebook_from_upload, may_create_studies, study_start
 
 
 @require_GET
 def study_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotate/study_list.html", {"memberships": memberships_for_user(request.user)})
+    context = {"memberships": memberships_for_user(request.user), "may_create": may_create_studies(request.user)}
+    return render(request, "annotate/study_list.html", context)
 
 
 @require_GET
@@ -26,3 +31,29 @@ def study_overview(request: HttpRequest, study: Study) -> HttpResponse:
         "progress": study_progress(study, request.membership),
     }
     return render(request, "annotate/study_overview.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def study_new(request: HttpRequest) -> HttpResponse:
+    """Start a study in the browser: the creator becomes its owner; first import files run as jobs."""
+    if not may_create_studies(request.user):
+        raise PermissionDenied("Only staff may create studies here (FAULTLINE_STUDY_CREATORS); ask an administrator.")
+    form = StudyStartForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            codebook_data = codebook_from_upload(data["codebook_file"]) if data["codebook_file"] else None
+            started = study_start(
+                creator=request.user, name=data["name"], slug=data["slug"], codebook=data["codebook"],
+                codebook_data=codebook_data, coders_per_episode=data["coders_per_episode"], blind=data["blind"],
+                queue_order=data["queue_order"], files=request.FILES.getlist("files"),
+            )  # fmt: skip
+        except ValidationError as exc:
+            for name, errors in exc.message_dict.items():
+                form.add_error(name if name in form.fields else None, errors)
+        else:
+            jobs = f" {len(started.jobs)} import job(s) started." if started.jobs else ""
+            messages.success(request, f"Study {started.study.name} created; you are its owner.{jobs}")
+            return redirect("study_overview", slug=started.study.slug)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "annotate/study_new.html", {"form": form}, status=status)

@@ -28,8 +28,9 @@
  * document with detail {failure_type: "TUS-03", origin: "user"|"fill"}; the anchoring guard
  * (Study.suggestions_after_first_choice) can wait for it. The key `a` is left to that panel.
  *
- * Keys: `/` type filter, Enter choose, 1–8 set the source (or the radio group that has focus),
- * Ctrl+Enter save and go to the next episode, `s` skip, `?` the shortcut sheet.
+ * Keys: `/` type filter (ranked by static/js/type_rank.js), Enter choose the top row, 1–8 set the
+ * source (or the radio group that has focus), `c` cycle the confidence, Ctrl+Enter save and go to
+ * the next episode, `s` skip, `?` the shortcut sheet. `a` (accept the top suggestion) is suggestions.js's.
  */
 (function () {
   "use strict";
@@ -51,7 +52,6 @@
     types = data.types;
     axisNames = data.axes;
     types.forEach(function (t) {
-      t.haystack = (t.code + " " + t.name + " " + t.definition).toLowerCase();
       byCode[t.code] = t;
     });
   }
@@ -76,29 +76,29 @@
     return select ? select.value : "";
   }
 
+  // The query the list was last ranked for: Enter re-ranks first if the field has moved on,
+  // so it always picks the top row for exactly what is typed.
+  var rankedFor = null;
+
   function renderList(query) {
     var list = $("type-listbox");
     if (!list) return;
-    var words = query.toLowerCase().split(/\s+/).filter(Boolean);
-    var q = query.trim().toUpperCase();
-    visible = types.filter(function (t) {
-      return words.every(function (w) {
-        return t.haystack.indexOf(w) !== -1;
-      });
-    });
-    // A typed code goes to the top: "tus-03" should be one Enter away.
-    visible.sort(function (a, b) {
-      return (b.code.indexOf(q) === 0) - (a.code.indexOf(q) === 0);
+    rankedFor = query;
+    var ranked = window.FaultlineTypeRank.rank(types, query);
+    visible = ranked.map(function (r) {
+      return r.type;
     });
     list.textContent = "";
     var chosen = chosenCode();
-    visible.forEach(function (t, i) {
+    ranked.forEach(function (r, i) {
+      var t = r.type;
       var li = document.createElement("li");
       li.id = "opt-" + t.code;
       li.setAttribute("role", "option");
       li.setAttribute("aria-selected", t.code === chosen ? "true" : "false");
       li.dataset.code = t.code;
       li.dataset.index = String(i);
+      li.dataset.tier = String(r.tier);
       var mark = document.createElement("span");
       mark.className = "mark";
       mark.setAttribute("aria-hidden", "true");
@@ -108,6 +108,7 @@
       var name = document.createElement("span");
       name.textContent = " " + t.name;
       li.append(mark, code, name);
+      if (r.why) li.appendChild(el("span", r.why, "why"));
       if (t.code === chosen) li.classList.add("chosen");
       list.appendChild(li);
     });
@@ -219,6 +220,7 @@
       setActive(Math.max(0, Math.min(visible.length - 1, active + step)), true);
     } else if (e.key === "Enter" && !e.ctrlKey && !e.metaKey) {
       e.preventDefault(); // Enter chooses; it never submits from the filter
+      if (rankedFor !== e.target.value) renderList(e.target.value);
       if (active >= 0 && choose(visible[active].code, "user")) {
         var checked = document.querySelector('#source input[type=radio]:checked');
         (checked || document.querySelector("#source input[type=radio]")).focus();
@@ -306,7 +308,28 @@
     ["memo", "evidence", "not_a_failure_reason", "from_suggestion"].forEach(function (name) {
       if (name in detail && $(name)) $(name).value = detail[name] === null ? "" : String(detail[name]);
     });
+    if (detail.failure_type && byCode[detail.failure_type]) showFilled(byCode[detail.failure_type], detail);
     document.dispatchEvent(new CustomEvent("faultline:filled", {detail: detail}));
+  }
+
+  // After a fill (e.g. an accepted suggestion) the coder is looking at the form: bring the chosen
+  // type into view in the list and say there what changed.
+  function showFilled(t, detail) {
+    var input = $("type-filter");
+    if (input && input.value) {
+      input.value = "";
+      renderList("");
+    }
+    var li = $("opt-" + t.code);
+    var list = $("type-listbox");
+    if (li && list) list.scrollTop = li.offsetTop - list.offsetTop - list.clientHeight / 3;
+    var note = $("fill-note");
+    if (!note) return;
+    var what = detail.from_suggestion ? "Suggestion accepted: " : "Filled in: ";
+    note.textContent = what + t.code + " " + t.name + ", with its source, stage and capability. Check them, then save.";
+    note.hidden = false;
+    var picker = $("type-picker");
+    if (picker) picker.scrollIntoView({block: "nearest"});
   }
 
   /* ---------------------------------------------------------------- keys */
@@ -325,6 +348,15 @@
     radio.checked = true;
     radio.dispatchEvent(new Event("change", {bubbles: true}));
     if (group) radio.focus();
+  }
+
+  var CONFIDENCE = ["low", "medium", "high"];
+
+  function cycleConfidence() {
+    var checked = document.querySelector('#coding-form input[name="confidence"]:checked');
+    var next = CONFIDENCE[(CONFIDENCE.indexOf(checked ? checked.value : "high") + 1) % CONFIDENCE.length];
+    setRadio("confidence", next);
+    announce("Confidence: " + next + ".");
   }
 
   function onKey(e) {
@@ -348,6 +380,9 @@
     } else if (e.key === "s") {
       e.preventDefault();
       $("skip").click();
+    } else if (e.key === "c") {
+      e.preventDefault();
+      cycleConfidence();
     } else if (/^[1-9]$/.test(e.key)) {
       e.preventDefault();
       setByNumber(Number(e.key));

@@ -8,6 +8,8 @@
  *   saving then creates the Coding from the suggestion (accepted, or edited if changed).
  * - The evidence of the candidate under the pointer or focus is highlighted in #episode-text
  *   (the top candidate's by default), matched word by word because the text is rendered Markdown.
+ * - Blind studies (data-blind="1"): no quote is highlighted of itself (top candidate, hover, focus)
+ *   until the coder has a type chosen; "Show in text" still shows one when asked.
  * - Anchoring guard: when the panel says so (data-guard="1"), its content is fetched only
  *   after the coder's own first choice of a type ("faultline:type-chosen" with origin "user").
  */
@@ -83,10 +85,18 @@
     return li ? li.getAttribute("data-evidence") || "" : "";
   }
 
+  // In a blind study a quote lit up in the text before the coder's own choice would anchor it.
+  function mayHighlight() {
+    var p = panel();
+    if (!p || p.getAttribute("data-blind") !== "1") return true;
+    var select = document.getElementById("failure_type");
+    return !!(select && select.value);
+  }
+
   function highlightTop() {
     var p = panel();
     var top = p && p.querySelector(".suggestion-candidate");
-    var found = highlight(candidateEvidence(top), false);
+    var found = mayHighlight() && highlight(candidateEvidence(top), false);
     if (p) {
       p.querySelectorAll(".suggestion-show").forEach(function (b) {
         b.hidden = false;
@@ -139,13 +149,13 @@
         el.classList.remove("hovered");
       });
       li.classList.add("hovered");
-      highlight(candidateEvidence(li), false);
+      if (mayHighlight()) highlight(candidateEvidence(li), false);
     }
   });
 
   document.addEventListener("focusin", function (e) {
     var li = e.target.closest && e.target.closest("#suggestion-panel .suggestion-candidate");
-    if (li) highlight(candidateEvidence(li), false);
+    if (li && mayHighlight()) highlight(candidateEvidence(li), false);
   });
 
   document.addEventListener("keydown", function (e) {
@@ -161,6 +171,7 @@
   // --- anchoring guard and loading -----------------------------------------------------------
 
   document.addEventListener("faultline:type-chosen", function (e) {
+    if (!document.querySelector("mark.suggestion-evidence")) highlightTop();
     var p = panel();
     if (!p || p.getAttribute("data-guard") !== "1" || !p.querySelector("[data-guard-note]")) return;
     if (!e.detail || e.detail.origin !== "user" || !window.htmx) return;
