@@ -47,7 +47,7 @@ from .analysis import (
     parse_params,
     unpack,
 )
-from .jobs import DEFERRED
+from .jobs import DEFERRED, job_deferred_heartbeat
 from .labels import FinalLabel
 from .models import Job, JobStatus, Study
 
@@ -120,6 +120,7 @@ def bootstrap_chunk(job_id: int, study_id: int, B: int, seed: int, start: int, s
     reps = stats.replicate_blocks(ds, B=B, seed=seed, start=start, stop=stop, threads=1)
     done = sum(min(stats.BLOCK, B - i * stats.BLOCK) for i in range(start, stop))
     Job.objects.filter(pk=job_id).update(done=Least(F("done") + done, F("total")))
+    job_deferred_heartbeat(job_id=job_id)
     return {"start": start, "stop": stop, "replicates": pack(reps)}
 
 

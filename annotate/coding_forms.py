@@ -183,3 +183,13 @@ class CodingSettingsForm(forms.Form):
         required=False, label="Show suggestions only after the coder's first choice"
     )
     suggest_on_import = forms.BooleanField(required=False, label="Suggest codes for imported documents")
+    exposure_experiment = forms.BooleanField(
+        required=False, label="Randomise when each coder sees suggestions (exposure experiment)"
+    )
+    # Left empty, the threshold stays as it is.
+    suggestion_min_confidence = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        label="Confidence below which a suggestion counts as not confident",
+    )

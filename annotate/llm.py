@@ -16,6 +16,11 @@ Ollama) through OPENAI_API_KEY, OPENAI_BASE_URL and FAULTLINE_LLM_MODEL.
   FAULTLINE_LLM_CONCURRENCY requests in flight per study, counted in the cache
   so that all workers sharing it (Redis in production) respect it.
 - Cost: tokens from `usage`, priced with FAULTLINE_LLM_PRICE_*_PER_M.
+- The study's knowledge: the codebook's decision rules are in the system prompt,
+  and the 3-5 adjudicated episodes of the study nearest to the episode (TF-IDF
+  cosine) go before it as few-shot examples, each with its final codes. The
+  example pool is part of `prompt_version` (so of the cache key), and examples
+  are dropped, farthest first, until the request fits FAULTLINE_LLM_TOKEN_BUDGET.
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import openai
 from django.conf import settings
 from django.core.cache import cache
@@ -41,8 +47,11 @@ from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec
 
 log = logging.getLogger(__name__)
 
-PROMPT_TEMPLATE_VERSION = "1"
+PROMPT_TEMPLATE_VERSION = "2"
 MAX_PROMPT_TEXT_CHARS = 24_000
+MAX_SHOTS, MIN_SHOTS = 5, 3
+MAX_SHOT_CHARS = 2_000
+CHARS_PER_TOKEN = 4  # a conservative estimate for English prose and code; the budget is a cap, not a bill
 SCHEMA_NAME = "faultline_suggestion"
 
 
@@ -121,12 +130,87 @@ def user_message(text: str, title: str = "") -> str:
     return f"{head}Episode text:\n<<<\n{text}\n>>>"
 
 
-def prompt_version_for(spec: CodebookSpec) -> str:
-    """sha256 of everything that shapes the request except the episode: prompt, schema, template version."""
+@dataclass(frozen=True)
+class FewShot:
+    """An adjudicated episode of the study, shown to the model with its final codes."""
+
+    key: int  # the episode id (an episode is never its own example)
+    title: str
+    text: str
+    failure_type: str | None  # None for "not a failure"
+    source: str | None = None
+    stage: str | None = None
+    capability: str | None = None
+
+    def answer(self) -> str:
+        if self.failure_type is None:
+            return json.dumps({"not_a_failure": True, "candidates": []})
+        cand = {
+            "failure_type": self.failure_type, "source": self.source, "stage": self.stage,
+            "capability": self.capability, "confidence": 1.0,
+            "rationale": "The study's adjudicated codes for this episode.", "evidence": "",
+        }  # fmt: skip
+        return json.dumps({"not_a_failure": False, "candidates": [cand]})
+
+
+def examples_fingerprint(examples: Sequence[FewShot]) -> str:
+    """What the example pool is: each example's episode, codes and text (any change gives a new prompt_version)."""
+    h = hashlib.sha256()
+    for e in sorted(examples, key=lambda x: x.key):
+        h.update(json.dumps([e.key, e.failure_type, e.source, e.stage, e.capability, e.title, e.text]).encode())
+    return h.hexdigest()
+
+
+def prompt_version_for(spec: CodebookSpec, examples: Sequence[FewShot] = (), token_budget: int = 0) -> str:
+    """sha256 of everything that shapes the request except the episode: prompt, schema, examples, budget."""
     payload = json.dumps(
-        {"v": PROMPT_TEMPLATE_VERSION, "system": system_prompt(spec), "schema": answer_schema(spec)}, sort_keys=True
+        {
+            "v": PROMPT_TEMPLATE_VERSION,
+            "system": system_prompt(spec),
+            "schema": answer_schema(spec),
+            "examples": examples_fingerprint(examples) if examples else "",
+            "budget": token_budget if examples else 0,
+        },
+        sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def estimate_tokens(*texts: str) -> int:
+    return sum(len(t) for t in texts) // CHARS_PER_TOKEN + 1
+
+
+class ShotPicker:
+    """The nearest examples to a text by TF-IDF cosine (fitted on the pool), trimmed to a token budget."""
+
+    def __init__(self, examples: Sequence[FewShot]):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.preprocessing import normalize
+
+        self.examples = tuple(examples)
+        self._normalize = normalize
+        self.vectorizer = None
+        if self.examples:
+            docs = [f"{e.title}\n{e.text}" for e in self.examples]
+            self.vectorizer = TfidfVectorizer(stop_words="english", ngram_range=(1, 2), sublinear_tf=True).fit(docs)
+            self.matrix = normalize(self.vectorizer.transform(docs))
+
+    def pick(self, text: str, title: str, *, exclude: int | None, room_tokens: int) -> list[FewShot]:
+        """Up to MAX_SHOTS examples, nearest first, as many as fit in `room_tokens` (possibly fewer than 3)."""
+        if self.vectorizer is None:
+            return []
+        q = self._normalize(self.vectorizer.transform([f"{title}\n{text}"]))
+        sims = (self.matrix @ q.T).toarray().ravel()
+        order = [int(i) for i in np.argsort(-sims, kind="stable") if self.examples[i].key != exclude]
+        chosen = [self.examples[i] for i in order[:MAX_SHOTS]]
+        while chosen and sum(estimate_tokens(_shot_user(e), e.answer()) for e in chosen) > room_tokens:
+            chosen.pop()  # the farthest goes first
+        return chosen
+
+
+def _shot_user(e: FewShot) -> str:
+    text = e.text if len(e.text) <= MAX_SHOT_CHARS else e.text[:MAX_SHOT_CHARS] + "\n[... truncated]"
+    return user_message(text, e.title)
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -267,6 +351,8 @@ class LLMSuggester:
         timeout: float | None = None,
         backoff_base: float | None = None,
         backoff_max: float = 20.0,
+        examples: Sequence[FewShot] = (),
+        token_budget: int | None = None,
     ):
         self.spec = spec
         self.study_id = study_id
@@ -277,7 +363,10 @@ class LLMSuggester:
         self.max_retries = settings.FAULTLINE_LLM_MAX_RETRIES if max_retries is None else max_retries
         self.backoff_base = settings.FAULTLINE_LLM_BACKOFF_BASE_S if backoff_base is None else backoff_base
         self.backoff_max = backoff_max
-        self.prompt_version = prompt_version_for(spec)
+        self.token_budget = settings.FAULTLINE_LLM_TOKEN_BUDGET if token_budget is None else token_budget
+        self.examples = tuple(examples)
+        self._shots = ShotPicker(self.examples)
+        self.prompt_version = prompt_version_for(spec, self.examples, self.token_budget)
         self._system = system_prompt(spec)
         self._schema = answer_schema(spec)
         self._structured = True  # cleared once the server rejects json_schema
@@ -289,26 +378,51 @@ class LLMSuggester:
             return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": self._schema}}
         return {"type": "json_object"}
 
-    def _create(self, text: str, title: str, response_format: dict):
+    def with_examples(self, items) -> LLMSuggester:
+        """The same suggester with another example pool (the audit's training folds); items are LabelledText."""
+        shots = [
+            FewShot(
+                key=i.key, title=i.title, text=i.text,
+                failure_type=None if i.failure_type == "__not_a_failure__" else i.failure_type,
+                source=i.source, stage=i.stage, capability=i.capability,
+            )
+            for i in items
+        ]  # fmt: skip
+        other = LLMSuggester(
+            self.spec, study_id=self.study_id, client=self.client, model=self.model, concurrency=self.concurrency,
+            max_retries=self.max_retries, timeout=self.timeout, backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max, examples=shots, token_budget=self.token_budget,
+        )  # fmt: skip
+        other.stats = self.stats
+        return other
+
+    def messages(self, text: str, title: str, episode_id: int | None = None) -> list[dict]:
+        """The chat messages of one request: instructions and codebook, nearest examples, the episode."""
+        user = user_message(text, title)
+        room = self.token_budget - estimate_tokens(self._system, user)
+        shots = self._shots.pick(text, title, exclude=episode_id, room_tokens=room)
+        out = [{"role": "system", "content": self._system}]
+        for e in shots:
+            out += [{"role": "user", "content": _shot_user(e)}, {"role": "assistant", "content": e.answer()}]
+        return [*out, {"role": "user", "content": user}]
+
+    def _create(self, text: str, title: str, response_format: dict, episode_id: int | None = None):
         with study_slot(self.study_id, self.concurrency, hold_s=self.timeout * 2 + 5):
             with self._lock:
                 self.stats.requests += 1
             return self.client.chat.completions.create(
                 model=self.model,
                 temperature=0,
-                messages=[
-                    {"role": "system", "content": self._system},
-                    {"role": "user", "content": user_message(text, title)},
-                ],
+                messages=self.messages(text, title, episode_id),
                 response_format=response_format,
             )
 
-    def _create_with_retries(self, text: str, title: str):
+    def _create_with_retries(self, text: str, title: str, episode_id: int | None = None):
         attempt = 0
         while True:
             response_format = self._response_format()
             try:
-                return self._create(text, title, response_format)
+                return self._create(text, title, response_format, episode_id)
             except openai.BadRequestError as exc:
                 message = str(exc).lower()
                 structured = response_format["type"] == "json_schema"
@@ -333,10 +447,10 @@ class LLMSuggester:
                 log.info("LLM request failed (%s); retry %d in %.2fs", type(exc).__name__, attempt, delay)
                 time.sleep(delay)
 
-    def suggest_text(self, text: str, title: str = "") -> Answer:
+    def suggest_text(self, text: str, title: str = "", episode_id: int | None = None) -> Answer:
         """One validated answer for `text` (errors are answers with `error` set, never exceptions)."""
         try:
-            response = self._create_with_retries(text, title)
+            response = self._create_with_retries(text, title, episode_id)
         except LLMConfigError:
             raise
         except openai.APIError as exc:
@@ -367,15 +481,21 @@ class LLMSuggester:
         )
 
     def suggest_many(
-        self, texts: list[str], on_answer: Callable[[int, Answer], None], titles: list[str] | None = None
+        self,
+        texts: list[str],
+        on_answer: Callable[[int, Answer], None],
+        titles: list[str] | None = None,
+        episode_ids: list[int | None] | None = None,
     ) -> None:
         """Answer every text with up to `concurrency` requests in flight; `on_answer` runs in the calling thread."""
         if not texts:
             return
         titles = titles or [""] * len(texts)
+        ids = episode_ids or [None] * len(texts)
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(texts))) as pool:
             futures = {
-                pool.submit(self.suggest_text, t, ti): j for j, (t, ti) in enumerate(zip(texts, titles, strict=True))
+                pool.submit(self.suggest_text, t, ti, eid): j
+                for j, (t, ti, eid) in enumerate(zip(texts, titles, ids, strict=True))
             }
             try:
                 for future in as_completed(futures):
@@ -394,7 +514,7 @@ class LLMSuggester:
         def keep(j: int, answer: Answer) -> None:
             out[j] = answer
 
-        self.suggest_many(texts, keep, titles)
+        self.suggest_many(texts, keep, titles, episode_ids)
         return [a for a in out if a is not None]
 
 

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from taxonomy.models import AxisValue, Codebook, FailureType
@@ -17,6 +19,7 @@ class Role(models.TextChoices):
 class QueueOrder(models.TextChoices):
     RANDOM = "random", "Random (stored seed)"
     IMPORT = "import", "Import order"
+    UNCERTAIN = "uncertain", "Least certain suggestion first (active learning)"
 
 
 class LabelRule(models.TextChoices):
@@ -41,6 +44,13 @@ class Study(models.Model):
     suggestions_after_first_choice = models.BooleanField(default=False)
     # Imported documents get machine suggestions queued, as incidents do, unless the owner turns it off.
     suggest_on_import = models.BooleanField(default=True)
+    # Randomised exposure: each (episode, coder) is assigned from the stored seed to see
+    # suggestions before choosing a type, or only after a first choice (annotate.exposure).
+    exposure_experiment = models.BooleanField(default=False)
+    # Below this top-1 confidence the coding page shows "no confident suggestion" (folded candidates).
+    suggestion_min_confidence = models.FloatField(
+        default=0.3, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
 
     # Which labels analysis uses.
     label_rule = models.CharField(max_length=20, choices=LabelRule.choices, default=LabelRule.CONSENSUS)
@@ -274,6 +284,8 @@ class Suggestion(models.Model):
     evidence = models.TextField(blank=True)
     # The answer quoted text that is not in the episode: dropped, and flagged.
     evidence_flagged = models.BooleanField(default=False)
+    # Set when the suggester declined (e.g. a language it does not read): no codes, not an error.
+    abstain_reason = models.CharField(max_length=300, blank=True)
     # All validated candidates, best first (up to 3), as codes.
     candidates = models.JSONField(default=list, blank=True)
     # Step-level attribution for traces: the step index and the agent the suggester blames.
@@ -412,14 +424,29 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
     )
     celery_task_id = models.CharField(max_length=100, blank=True)
+    # Claims so far: each worker that takes the job counts one (annotate.jobs).
     attempts = models.PositiveIntegerField(default=0)
+    # The lease: which worker runs the job, and until when unless its heartbeat renews it.
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The id of the one run_job message sent for the job while it is pending ("" once a worker claimed it).
+    message_id = models.CharField(max_length=64, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    # How far the handler got, written in the same transaction as the work it describes.
+    checkpoint = models.JSONField(default=dict, blank=True)
+    # Why the job went back to pending (e.g. "worker lost"); shown while it is retried.
+    retry_reason = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["study", "kind", "status"])]
+        indexes = [
+            models.Index(fields=["study", "kind", "status"]),
+            models.Index(fields=["status", "lease_expires_at"], name="job_status_lease"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} job {self.pk} ({self.status})"
@@ -431,6 +458,30 @@ class Job(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (JobStatus.SUCCESS, JobStatus.FAILED)
+
+    @property
+    def stalled(self) -> bool:
+        """Running, but its worker stopped renewing the lease: beat will re-queue it."""
+        return self.status == JobStatus.RUNNING and (
+            self.lease_expires_at is None or self.lease_expires_at < timezone.now()
+        )
+
+    @property
+    def retried(self) -> bool:
+        return self.attempts > 1 or (self.status == JobStatus.PENDING and bool(self.retry_reason))
+
+    @property
+    def max_attempts(self) -> int:
+        return settings.FAULTLINE_JOB_MAX_ATTEMPTS
+
+    @property
+    def state(self) -> str:
+        """What the Jobs list and the job page call it: queued, running, stalled, retrying or the final status."""
+        if self.status == JobStatus.PENDING:
+            return "retrying" if self.retry_reason else "queued"
+        if self.status == JobStatus.RUNNING:
+            return "stalled" if self.stalled else "running"
+        return self.status
 
 
 class LocalModel(models.Model):
@@ -534,6 +585,59 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class ExposureArm(models.TextChoices):
+    BEFORE = "before", "Suggestions shown before the first choice"
+    AFTER = "after", "Suggestions shown only after a first choice"
+
+
+class CodingExposure(models.Model):
+    """The exposure experiment's record of one coder's first save of an episode (annotate.exposure).
+
+    Written once, with that save: the arm the coder was in, when the coding page was
+    opened (from a signed value the page carried, so no GET writes anything), and when
+    the first save happened. Later edits of the coding do not change it.
+    """
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="exposures")
+    coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    arm = models.CharField(max_length=10, choices=ExposureArm.choices)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    saved_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "coder"], name="exposure_episode_coder_unique")]
+
+    def __str__(self) -> str:
+        return f"exposure {self.arm} of {self.episode_id} for {self.coder_id}"
+
+    @property
+    def seconds_to_save(self) -> float | None:
+        return (self.saved_at - self.opened_at).total_seconds() if self.opened_at else None
+
+
+class SuggesterAudit(models.Model):
+    """A recorded result of `audit_suggester` (the audit itself writes nothing; recording is this one row)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="suggester_audits")
+    backend = models.CharField(max_length=10, choices=SuggestionBackend.choices)
+    model = models.CharField(max_length=200)
+    n_labels = models.PositiveIntegerField()
+    # True passed, False failed, None not enough labels for the cross-validated checks.
+    passed = models.BooleanField(null=True)
+    result = models.JSONField(default=dict)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["study", "backend", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"audit of {self.backend} for {self.study_id}"
 
 
 class StepKind(models.TextChoices):

@@ -56,3 +56,81 @@ def study_counts(study: Study) -> StudyCounts:
         holdout=Count("id", filter=Q(split=Split.HOLDOUT)),
     )
     return StudyCounts(documents=sum(by_kind.values()), by_kind=by_kind, **agg)
+
+
+@dataclass(frozen=True)
+class StudyJobs:
+    active: list  # queued, running, stalled and retrying jobs, oldest first
+    recent: list  # the latest finished ones, newest first
+
+
+def study_jobs(study: Study, *, recent: int = 30) -> StudyJobs:
+    """A study's jobs for its Jobs page: every unfinished one, and the `recent` latest finished ones."""
+    from .models import Job, JobStatus
+
+    rows = Job.objects.filter(study=study).select_related("created_by").defer("params", "result", "checkpoint")
+    active = rows.filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING]).order_by("created_at", "pk")
+    finished = rows.filter(status__in=[JobStatus.SUCCESS, JobStatus.FAILED]).order_by("-created_at", "-pk")
+    return StudyJobs(active=list(active), recent=list(finished[:recent]))
+
+
+def jobs_health(user=None, *, limit: int = 50) -> dict:
+    """Job counts by state for /healthz; with a signed-in `user`, also their studies' unfinished jobs.
+
+    Stalled means running with an expired lease (its worker stopped sending
+    heartbeats); retrying means queued again after that.
+    """
+    from django.db.models import Min
+    from django.utils import timezone
+
+    from .models import Job, JobStatus
+
+    now = timezone.now()
+    running = Q(status=JobStatus.RUNNING)
+    expired = Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True)
+    counts = Job.objects.filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING]).aggregate(
+        queued=Count("pk", filter=Q(status=JobStatus.PENDING, retry_reason="")),
+        retrying=Count("pk", filter=Q(status=JobStatus.PENDING) & ~Q(retry_reason="")),
+        running=Count("pk", filter=running & ~expired),
+        stalled=Count("pk", filter=running & expired),
+        oldest_queued=Min("created_at", filter=Q(status=JobStatus.PENDING)),
+        oldest_heartbeat=Min("heartbeat_at", filter=running),
+    )
+    oldest_queued, oldest_heartbeat = counts.pop("oldest_queued"), counts.pop("oldest_heartbeat")
+    counts["oldest_queued_s"] = round((now - oldest_queued).total_seconds(), 1) if oldest_queued else None
+    counts["stalest_heartbeat_s"] = round((now - oldest_heartbeat).total_seconds(), 1) if oldest_heartbeat else None
+    if user is None:
+        return counts
+    visible = Q(study__memberships__user=user) | Q(study__isnull=True, created_by=user)
+    rows = (
+        Job.objects.filter(visible, status__in=[JobStatus.PENDING, JobStatus.RUNNING])
+        .select_related("study")
+        .only(
+            "pk",
+            "kind",
+            "status",
+            "study__slug",
+            "attempts",
+            "done",
+            "total",
+            "heartbeat_at",
+            "lease_expires_at",
+            "retry_reason",
+            "created_at",
+        )
+        .order_by("created_at", "pk")[:limit]
+    )
+    counts["jobs"] = [
+        {
+            "id": job.pk,
+            "kind": job.kind,
+            "study": job.study.slug if job.study else None,
+            "state": job.state,
+            "attempts": job.attempts,
+            "done": job.done,
+            "total": job.total,
+            "last_heartbeat": job.heartbeat_at.isoformat() if job.heartbeat_at else None,
+        }
+        for job in rows
+    ]
+    return counts

@@ -206,6 +206,8 @@ class Answer:
     cost: float = 0.0
     # Free-form notes for the operator (e.g. dropped quotes); never shown as a suggestion.
     notes: tuple[str, ...] = ()
+    # Set when the suggester declines to answer (a language it does not read): no candidates, and no error.
+    abstain_reason: str = ""
 
     @property
     def top(self) -> Candidate | None:
@@ -218,4 +220,5 @@ class Answer:
             "candidates": [c.as_dict() for c in self.candidates],
             "evidence_flagged": self.evidence_flagged,
             "error": self.error,
+            "abstain_reason": self.abstain_reason,
         }

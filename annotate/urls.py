@@ -66,6 +66,7 @@ urlpatterns = [
         name="trace_step_text",
     ),
     path("jobs/<int:pk>/", jobs.job_status, name="job_status"),
+    path("studies/<slug:slug>/jobs/", jobs.study_job_list, name="study_job_list"),
     path("studies/<slug:slug>/analysis/", analysis_views.analysis_page, name="analysis_page"),
     path("studies/<slug:slug>/analysis/run/", analysis_views.analysis_run, name="analysis_run"),
     path(
@@ -83,6 +84,7 @@ urlpatterns = [
     path("studies/<slug:slug>/suggestions/", suggestion_views.suggestion_quality_page, name="suggestion_quality_page"),
     path("studies/<slug:slug>/suggestions/run/", suggestion_views.suggestion_batch, name="suggestion_batch"),
     path("studies/<slug:slug>/suggestions/retrain/", suggestion_views.suggestion_retrain, name="suggestion_retrain"),
+    path("studies/<slug:slug>/suggestions/audit/", suggestion_views.suggestion_audit, name="suggestion_audit"),
     path(
         "studies/<slug:slug>/episodes/<int:pk>/suggestions/",
         suggestion_views.suggestion_panel,

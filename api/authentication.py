@@ -19,6 +19,18 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def live_token(key: str) -> ApiToken | None:
+    """The unrevoked token of an active user with this key, or None."""
+    token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
+    return token if token is not None and token.user.is_active else None
+
+
+def token_for_header(header: str) -> ApiToken | None:
+    """The live token an `Authorization: Token <key>` header names, or None (read as DRF reads it)."""
+    parts = header.split()
+    return live_token(parts[1]) if len(parts) == 2 and parts[0] == "Token" else None
+
+
 class HashedTokenAuthentication(TokenAuthentication):
     keyword = "Token"
 
@@ -35,8 +47,8 @@ class HashedTokenAuthentication(TokenAuthentication):
         return result
 
     def authenticate_credentials(self, key):
-        token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
-        if token is None or not token.user.is_active:
+        token = live_token(key)
+        if token is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
         now = timezone.now()
         # Touch last_used_at at most once a minute to keep reads cheap.

@@ -31,6 +31,8 @@ v1_paths = [
         suggestions.SuggestionQualityView.as_view(),
         name="api-suggestion-quality",
     ),
+    path("studies/<slug:slug>/suggestions/exposure/", suggestions.ExposureReportView.as_view(), name="api-exposure"),
+    path("studies/<slug:slug>/suggestions/audits/", suggestions.SuggesterAuditView.as_view(), name="api-audits"),
     path("jobs/<int:pk>/file/", exports.JobFile.as_view(), name="api-job-file"),
 ]
 

@@ -8,11 +8,16 @@ count and time. At the end every save that a client saw succeed is looked up
 in the database: it must be there exactly once, with the values it was sent;
 and the Celery worker must have made the suggestion of every posted incident.
 
-    python bench/load_bench.py            # 20 coders, 60 s
-    python bench/load_bench.py --quick    # 4 coders, 8 s (the test suite runs this)
+    python bench/load_bench.py                # 20 coders, 60 s
+    python bench/load_bench.py --quick        # 4 coders, 8 s (the test suite runs this)
+    python bench/load_bench.py --redis-blip   # and Redis stops for 30 s in the middle of the run
 
 Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres;
-the bench creates and drops its own database) and Redis (CELERY_BROKER_URL).
+the bench creates and drops its own database) and Redis (CELERY_BROKER_URL). With
+--redis-blip it starts a redis-server of its own on a free port instead, as the broker
+and the cache (as docs/deploy.md recommends), runs Celery beat too, and kills that
+Redis for 30 s in the middle of the run: every request must still succeed, and every
+incident's suggestion job must be made once Redis is back.
 """
 
 from __future__ import annotations
@@ -136,7 +141,47 @@ def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> 
     return {"coders": [u.username for u in coder_users], "token": key}
 
 
-def start_processes(port: int, queue: str, env: dict) -> list[subprocess.Popen]:
+class PrivateRedis:
+    """A redis-server of the bench's own on a free port, which --redis-blip stops and starts."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="faultline-loadbench-redis-")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def blip(redis: PrivateRedis, at: float, seconds: float, marks: dict) -> None:
+    """Kill Redis at `at` (monotonic) and start it again `seconds` later."""
+    time.sleep(max(0.0, at - time.monotonic()))
+    redis.stop()
+    marks["down"] = time.monotonic()
+    time.sleep(seconds)
+    redis.start()
+    marks["up"] = time.monotonic()
+
+
+def start_processes(port: int, queue: str, env: dict, beat: bool = False) -> list[subprocess.Popen]:
     web = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"],
         cwd=ROOT, env={**env, "FAULTLINE_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "4"},
@@ -147,11 +192,18 @@ def start_processes(port: int, queue: str, env: dict) -> list[subprocess.Popen]:
          "--without-gossip", "--without-mingle", "-l", "WARNING"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(ROOT / "bench" / "load_worker.log", "w"),  # noqa: SIM115
     )  # fmt: skip
-    deadline = time.monotonic() + 60
+    procs = [web, worker]
+    if beat:
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "WARNING",
+             "--schedule", str(ROOT / "bench" / "load_beat.schedule")],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(ROOT / "bench" / "load_beat.log", "w"),  # noqa: SIM115
+        ))  # fmt: skip
+    deadline = time.monotonic() + 180  # four workers importing the app on a busy two-core machine
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return [web, worker]
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                return procs
         except httpx.HTTPError:
             pass
         time.sleep(0.3)
@@ -323,8 +375,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short smoke run (4 coders, 8 s)")
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--coders", type=int)
+    parser.add_argument(
+        "--redis-blip", action="store_true", help="stop the bench's own Redis (broker and cache) for 30 s mid-run"
+    )
     args = parser.parse_args()
     seconds = args.seconds or (8 if args.quick else 60)
+    blip_s = 30.0 if args.redis_blip else 0.0
+    if blip_s:
+        seconds = max(seconds, blip_s + 20)  # room before and after the outage
     coders = args.coders or (4 if args.quick else 20)
     episodes = 600 if args.quick else 6000
 
@@ -332,6 +390,11 @@ def main() -> None:
     if not admin_url.startswith("postgres"):
         sys.exit("load_bench needs PostgreSQL: set DATABASE_URL=postgres://...")
     broker = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    redis = None
+    if blip_s:
+        redis = PrivateRedis()
+        redis.start()
+        broker = f"redis://127.0.0.1:{redis.port}/0"
     queue = f"loadbench-{uuid.uuid4().hex[:6]}"
     db_name = f"faultline_loadbench_{os.getpid()}"
     env = {
@@ -340,11 +403,14 @@ def main() -> None:
         "CELERY_BROKER_URL": broker, "FAULTLINE_CELERY_QUEUE": queue, "FAULTLINE_ACCESS_LOG": "/dev/null",
         "FAULTLINE_THROTTLE_USER": "100000/min", "LOG_LEVEL": "ERROR",
     }  # fmt: skip
+    if redis is not None:
+        env.update(REDIS_CACHE_URL=f"redis://127.0.0.1:{redis.port}/1", FAULTLINE_REQUEUE_EVERY_S="5",
+                   FAULTLINE_REQUEUE_AFTER_S="5")  # fmt: skip
     os.environ.update(env)
     creds = setup_database(admin_url, db_name, episodes, coders)
     env["DATABASE_URL"] = os.environ["DATABASE_URL"]
     port = free_port()
-    procs = start_processes(port, queue, env)
+    procs = start_processes(port, queue, env, beat=redis is not None)
     base = f"http://127.0.0.1:{port}"
     codes = {"failure_type": "TUS-03", "source": "agent_design", "stage": "iterative_execution",
              "capability": "actuation"}  # fmt: skip
@@ -358,12 +424,17 @@ def main() -> None:
         threads += [threading.Thread(target=export_loop, args=(base, creds["token"], deadline, 1000, rec))
                     for _ in range(2)]  # fmt: skip
         threads.append(threading.Thread(target=incident_loop, args=(base, creds["token"], deadline, 1000, rec)))
+        marks: dict[str, float] = {}
+        if redis is not None:
+            at = started + (seconds - blip_s) / 2
+            threads.append(threading.Thread(target=blip, args=(redis, at, blip_s, marks)))
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout=seconds + 120)
         elapsed = time.monotonic() - started
-        jobs = wait_for_jobs(timeout=60)
+        jobs = wait_for_jobs(timeout=180 if redis is not None else 60)
+        worker_alive = procs[1].poll() is None
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -372,6 +443,8 @@ def main() -> None:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if redis is not None:
+            redis.stop()
 
     result = verify(rec, k=2)
     rps = rec.requests / elapsed
@@ -391,6 +464,9 @@ def main() -> None:
     suggested = Suggestion.objects.filter(episode__in=incident_episodes).values("episode").distinct().count()
     print(f"incident suggestions by the Celery worker: {suggested} of {incidents} incidents; "
           f"jobs {jobs}")  # fmt: skip
+    if redis is not None:
+        print(f"Redis (broker and cache) down from {marks['down'] - started:.1f} s to {marks['up'] - started:.1f} s; "
+              f"the Celery worker {'kept running' if worker_alive else 'EXITED'}")  # fmt: skip
     for err in rec.errors[:10]:
         print("  error:", err)
 
@@ -407,7 +483,10 @@ def main() -> None:
                    for name in ("save", "page", "export", "incident")},
         "saves": len(rec.saves), "over_k": result["over_k"],
         "incidents": incidents, "incidents_suggested": suggested, "jobs_failed": jobs.get("failed", 0),
+        "jobs_unfinished": jobs.get("pending", 0) + jobs.get("running", 0),
     }  # fmt: skip
+    if redis is not None:
+        summary.update(redis_blip_s=round(marks["up"] - marks["down"], 1), worker_alive=worker_alive)
     print(json.dumps(summary))
 
 

@@ -6,7 +6,11 @@ import os
 
 from celery import Celery
 
+from config.broker_fixes import patch_kombu_redis_detached_channel
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+patch_kombu_redis_detached_channel()
 
 app = Celery("faultline")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -15,10 +19,6 @@ if not app.conf.broker_url:
     app.conf.broker_url = "memory://"
 app.autodiscover_tasks()
 
-# Celery beat: re-send jobs whose enqueue was lost (broker down at the time).
-app.conf.beat_schedule = {
-    "requeue-pending-jobs": {
-        "task": "annotate.tasks.requeue_pending_jobs",
-        "schedule": float(os.environ.get("FAULTLINE_REQUEUE_EVERY_S") or 60.0),
-    },
-}
+# Celery beat tends the jobs in its own process (config/beat.py, CELERY_BEAT_SCHEDULER); it has no
+# periodic tasks of its own.
+app.conf.beat_schedule = {}

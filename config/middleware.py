@@ -1,8 +1,13 @@
-"""Cross-cutting request handling: login enforcement and security headers."""
+"""Cross-cutting request handling: login enforcement, security headers, and a broker outage."""
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequiredMiddleware
+from django.http import HttpResponse, JsonResponse
+
+logger = logging.getLogger(__name__)
 
 # htmx is served from our own static files and we write no inline scripts, so
 # script-src can stay 'self'. htmx adds its indicator styles inline, hence the
@@ -55,6 +60,16 @@ def _refuse(request, status: int, message: str):
     return render(request, "400.html", {"message": message}, status=status)
 
 
+def _valid_api_token(request) -> bool:
+    """An API request carrying a live token: it may send an upload's worth. Any other header (a made-up
+    token, or one on a page, where tokens do not sign anyone in) leaves the client anonymous."""
+    if not request.path_info.startswith("/api/"):
+        return False
+    from api.authentication import token_for_header
+
+    return token_for_header(request.META.get("HTTP_AUTHORIZATION", "")) is not None
+
+
 class RequestLimitsMiddleware:
     """Refuse what no view should ever see: oversized bodies and NUL characters in the query.
 
@@ -85,7 +100,7 @@ class RequestLimitsMiddleware:
         if size <= anonymous_limit:
             return None
         limit = settings.FAULTLINE_MAX_REQUEST_MB * 1024 * 1024
-        signed_in = "HTTP_AUTHORIZATION" in request.META or request.user.is_authenticated
+        signed_in = request.user.is_authenticated or _valid_api_token(request)
         if not signed_in:
             return _refuse(request, 413, f"The request body is larger than {settings.FAULTLINE_MAX_ANON_BODY_KB} KB; "
                                          "sign in first.")  # fmt: skip
@@ -101,3 +116,36 @@ class RequestLimitsMiddleware:
                 return _refuse(request, 400, f"The query parameter {key.replace(chr(0), '')!r} holds a NUL "
                                              "character (%00), which no value may contain.")  # fmt: skip
         return None
+
+
+class BrokerUnavailableMiddleware:
+    """A request whose answer needs the broker right now, while it is down, gets 503 with Retry-After.
+
+    Requests that only start work never get here: their job is stored pending and
+    sent later (annotate.jobs). This is for what cannot wait, and it keeps a
+    broker outage from ever showing up as a 500.
+    """
+
+    RETRY_AFTER_S = 30
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        from kombu.exceptions import OperationalError as BrokerError
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        if not isinstance(exception, BrokerError | RedisConnectionError | RedisTimeoutError):
+            return None
+        logger.warning("broker unavailable during %s %s: %s", request.method, request.path, exception)
+        message = "The job queue is unavailable for a moment; try again shortly."
+        if request.path_info.startswith("/api/"):
+            response = JsonResponse({"detail": message}, status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(self.RETRY_AFTER_S)
+        return response

@@ -88,6 +88,7 @@ MIDDLEWARE = [
     "config.middleware.SecurityHeadersMiddleware",
     "config.middleware.LoginRequiredMiddleware",
     "axes.middleware.AxesMiddleware",
+    "config.middleware.BrokerUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -237,8 +238,21 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_t
 # publishing quickly; the Job stays pending and beat re-sends it (annotate/jobs.py).
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
-FAULTLINE_REQUEUE_EVERY_S = envfloat("FAULTLINE_REQUEUE_EVERY_S", 60.0)
-FAULTLINE_REQUEUE_AFTER_S = envfloat("FAULTLINE_REQUEUE_AFTER_S", 60.0)
+# Workers reconnect to the broker for as long as it takes, and keep running their jobs meanwhile
+# (a job's work is in the database; its lease, not the broker connection, says who owns it).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Job leases (annotate/jobs.py): a worker's heartbeat renews its job's lease every quarter of
+# FAULTLINE_JOB_LEASE_S; a job whose lease expires is re-queued by beat ("worker lost"), at most
+# until it has been claimed FAULTLINE_JOB_MAX_ATTEMPTS times.
+FAULTLINE_JOB_LEASE_S = envfloat("FAULTLINE_JOB_LEASE_S", 60.0)
+FAULTLINE_JOB_MAX_ATTEMPTS = envint("FAULTLINE_JOB_MAX_ATTEMPTS", 5)
+# Beat tends the jobs every FAULTLINE_REQUEUE_EVERY_S; a pending job whose message the broker
+# lost (or never got) is sent again once it is FAULTLINE_REQUEUE_AFTER_S old.
+FAULTLINE_REQUEUE_EVERY_S = envfloat("FAULTLINE_REQUEUE_EVERY_S", 30.0)
+CELERY_BEAT_SCHEDULER = "config.beat:TendingScheduler"
+FAULTLINE_REQUEUE_AFTER_S = envfloat("FAULTLINE_REQUEUE_AFTER_S", 30.0)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("FAULTLINE_CELERY_QUEUE", "celery")
 # The queue of the bootstrap chunks. Empty: the default queue. Set it (e.g. "analysis") to run
 # the analysis on workers of its own (`celery -A config worker -Q analysis`), on other machines.
@@ -255,6 +269,8 @@ FAULTLINE_LLM_BACKOFF_BASE_S = envfloat("FAULTLINE_LLM_BACKOFF_BASE_S", 0.5)
 FAULTLINE_LLM_CONCURRENCY = envint("FAULTLINE_LLM_CONCURRENCY", 4)
 FAULTLINE_LLM_PRICE_INPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_INPUT_PER_M", 0.0)
 FAULTLINE_LLM_PRICE_OUTPUT_PER_M = envfloat("FAULTLINE_LLM_PRICE_OUTPUT_PER_M", 0.0)
+# Estimated input tokens per LLM request; few-shot examples are dropped, farthest first, to fit.
+FAULTLINE_LLM_TOKEN_BUDGET = envint("FAULTLINE_LLM_TOKEN_BUDGET", 24_000)
 FAULTLINE_LOCAL_MIN_LABELS = envint("FAULTLINE_LOCAL_MIN_LABELS", 30)
 # A batch retrains the local model automatically at most this often (Retrain on the Suggestions page any time).
 FAULTLINE_LOCAL_RETRAIN_EVERY_S = envint("FAULTLINE_LOCAL_RETRAIN_EVERY_S", 300)
@@ -338,9 +354,15 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# The cache holds throttle counters and LLM request slots. On Redis it fails over to process
+# memory while Redis is unreachable (config/cache.py), so a Redis outage never fails a request.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_CACHE_URL"]}
+        {
+            "BACKEND": "config.cache.FailoverRedisCache",
+            "LOCATION": os.environ["REDIS_CACHE_URL"],
+            "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
+        }
         if os.environ.get("REDIS_CACHE_URL")
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )

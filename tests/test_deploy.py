@@ -65,3 +65,21 @@ def test_gunicorn_workers_freeze_the_loaded_app_out_of_the_garbage_collector(mon
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_systemd_units_restart_on_failure_and_never_hit_the_start_limit():
+    import configparser
+
+    units = ROOT / "deploy" / "systemd"
+    for name, restart in (("faultline-web.service", "on-failure"), ("faultline-worker@.service", "always"),
+                          ("faultline-beat.service", "always")):  # fmt: skip
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.optionxform = str
+        unit.read(units / name)
+        assert unit["Service"]["Restart"] == restart, name
+        assert unit["Unit"]["StartLimitIntervalSec"] == "0", name
+
+
+def test_make_serve_runs_the_supervisor():
+    assert "deploy/serve.sh" in (ROOT / "Makefile").read_text()
+    assert 'exec "$PY" deploy/supervise.py' in (ROOT / "deploy" / "serve.sh").read_text()

@@ -66,11 +66,13 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "agreement_page": ("GET", PAGE_READ, {}),
     "coverage_page": ("GET", PAGE_READ, {}),
     "triage_board": ("GET", PAGE_READ, {}),
+    "study_job_list": ("GET", PAGE_READ, {}),
     "incident_detail": ("GET", PAGE_READ, {}),
     "incident_move": ("POST", POST_WRITE, {"data": {"to_status": "triaged", "assignee": "bob"}}),
     "suggestion_quality_page": ("GET", PAGE_READ, {}),
     "suggestion_batch": ("POST", POST_WRITE, {}),
     "suggestion_retrain": ("POST", POST_WRITE, {}),
+    "suggestion_audit": ("POST", POST_OWNER, {"data": {"backend": "local"}}),
     "suggestion_panel": ("GET", PAGE_WRITE, {}),
     "suggestion_reject": ("POST", POST_WRITE, {}),
     # Teams and accounts (issue 14). Only staff start studies by default; nobody here is staff.
@@ -116,6 +118,8 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     # In a blind study a coder may not export: the file holds every coder's codes.
     "api-export": ("GET", (401, 404, 200, 403, 200), {"query": "?format=csv"}),
     "api-suggestion-quality": ("GET", API_READ, {}),
+    "api-exposure": ("GET", API_READ, {}),
+    "api-audits": ("GET", API_READ, {}),
     "api-traces": ("POST", (401, 404, 403, 403, 400), {"json": {}}),
     "api-trace-steps": ("GET", API_READ, {}),
     "incident-list": ("GET", (401, 200, 200, 200, 200), {}),  # each sees only their studies' incidents

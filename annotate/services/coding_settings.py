@@ -20,6 +20,8 @@ def study_coding_settings_update(
     queue_splits: list[str],
     suggestions_after_first_choice: bool,
     suggest_on_import: bool = True,
+    exposure_experiment: bool | None = None,
+    suggestion_min_confidence: float | None = None,
 ) -> Study:
     """Change how a study is coded. A new k re-derives every episode's open/coded status in two updates.
 
@@ -35,6 +37,8 @@ def study_coding_settings_update(
         errors["queue_splits"] = f"Unknown split(s): {', '.join(unknown)}."
     elif not queue_splits:
         errors["queue_splits"] = "Choose at least one split for the queue."
+    if suggestion_min_confidence is not None and not 0.0 <= suggestion_min_confidence <= 1.0:
+        errors["suggestion_min_confidence"] = "The confidence threshold must be between 0 and 1."
     if errors:
         raise ValidationError(errors)
     old_k = study.coders_per_episode
@@ -44,12 +48,17 @@ def study_coding_settings_update(
     study.queue_splits = [s for s in Split.values if s in queue_splits]
     study.suggestions_after_first_choice = suggestions_after_first_choice
     study.suggest_on_import = suggest_on_import
-    study.save(
-        update_fields=[
-            "coders_per_episode", "blind", "queue_order", "queue_splits", "suggestions_after_first_choice",
-            "suggest_on_import",
-        ]
-    )  # fmt: skip
+    fields = [
+        "coders_per_episode", "blind", "queue_order", "queue_splits", "suggestions_after_first_choice",
+        "suggest_on_import",
+    ]  # fmt: skip
+    if exposure_experiment is not None:
+        study.exposure_experiment = exposure_experiment
+        fields.append("exposure_experiment")
+    if suggestion_min_confidence is not None:
+        study.suggestion_min_confidence = suggestion_min_confidence
+        fields.append("suggestion_min_confidence")
+    study.save(update_fields=fields)
     if old_k != coders_per_episode:
         episodes = Episode.objects.filter(study=study).exclude(status=EpisodeStatus.ADJUDICATED)
         episodes.filter(n_codings__gte=coders_per_episode).update(status=EpisodeStatus.CODED)

@@ -39,6 +39,7 @@ __all__ = [
     "ImportFileError",
     "ImportResult",
     "import_file",
+    "import_file_resumable",
     "import_github_repo",
     "import_records",
     "import_upload_start",
@@ -78,6 +79,18 @@ class ImportResult:
         if self.stopped:
             data["stopped"] = self.stopped
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ImportResult:
+        """The inverse of as_dict (a resumed import continues its counts)."""
+        return cls(
+            created=data.get("created", 0),
+            updated=data.get("updated", 0),
+            unchanged=data.get("unchanged", 0),
+            skipped=data.get("skipped", 0),
+            skip_reasons=Counter(data.get("skip_reasons") or {}),
+            stopped=data.get("stopped", ""),
+        )
 
     def summary(self) -> str:
         text = f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged, {self.skipped} skipped"
@@ -344,6 +357,56 @@ def import_file(
     return result
 
 
+def import_file_resumable(
+    *,
+    study: Study,
+    path: str | Path,
+    include_prs: bool = False,
+    resume: dict[str, Any] | None = None,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
+    progress: ProgressFn | None = None,
+) -> ImportResult:
+    """Import a file in committed batches, so that a retried job continues where the last one stopped.
+
+    The file is read once first without writing anything: a malformed file still
+    raises ImportFileError and writes nothing. Then every `BATCH_SIZE` records
+    commit in a transaction of their own, together with `on_batch(state)`, where
+    `state` holds how many records are done, the file's record count and the
+    counts so far. Pass the last committed state as `resume` to continue after it:
+    records before that point are read again only to catch later duplicates.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ImportFileError(f"no such file: {path}")
+    if resume:
+        done, total, result = resume["records"], resume["total"], ImportResult.from_dict(resume["result"])
+    else:
+        done, result = 0, ImportResult()
+        total = sum(1 for _ in iter_file(path, include_prs=include_prs))
+    if progress is not None:
+        progress(done, total)
+    seen: set[tuple[str, str]] = set()
+    records = iter_file(path, include_prs=include_prs)
+    for item in islice(records, done):
+        if isinstance(item, Record):
+            seen.add((item.kind, item.external_id))
+    while chunk := list(islice(records, BATCH_SIZE)):
+        try:
+            with transaction.atomic():
+                import_records(study=study, records=chunk, result=result, seen=seen)
+                done += len(chunk)
+                if on_batch is not None:
+                    on_batch({"records": done, "total": total, "result": result.as_dict()})
+        except IntegrityError as exc:
+            raise ImportFileError(
+                "another import wrote some of these documents at the same time; run this one again "
+                f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
+            ) from exc
+        if progress is not None:
+            progress(done, total)
+    return result
+
+
 def import_github_repo(
     *,
     study: Study,
@@ -452,22 +515,47 @@ def _suggestions_after_import(job: Job) -> int | None:
 
 
 def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
-    """Job handler: import the uploaded file named in job.params, then delete it."""
+    """Job handler: import the uploaded file named in job.params in resumable batches, then delete it.
+
+    Each batch commits with the job's checkpoint, so a job re-run after its worker
+    was lost continues after the last committed batch. The file is kept until the
+    import succeeds or proves malformed, because a re-run needs it.
+    """
+    from ..jobs import job_checkpoint_save
+
     media = Path(settings.MEDIA_ROOT).resolve()
     path = (media / job.params["path"]).resolve()
     if media not in path.parents:
         raise ImportFileError("the stored upload is outside MEDIA_ROOT")
+    checkpointed = bool(job.lease_owner)
+    resume = (job.checkpoint or {}).get("import") if checkpointed else None
+
+    def on_batch(state: dict[str, Any]) -> None:
+        if checkpointed:
+            job_checkpoint_save(job=job, checkpoint={"import": state}, done=state["records"], total=state["total"])
+
+    name = job.params.get("filename", path.name)
     try:
-        result = import_file(
-            study=job.study, path=path, include_prs=job.params.get("include_prs", False), progress=progress
+        result = import_file_resumable(
+            study=job.study,
+            path=path,
+            include_prs=job.params.get("include_prs", False),
+            resume=resume,
+            on_batch=on_batch,
+            progress=progress,
         )
     except ImportFileError as exc:
-        raise ImportFileError(f"{job.params.get('filename', path.name)}: {exc}. Nothing was imported.") from None
-    finally:
         path.unlink(missing_ok=True)
+        kept = ((job.checkpoint or {}).get("import") or {}).get("records", 0)
+        if not kept:
+            raise ImportFileError(f"{name}: {exc}. Nothing was imported.") from None
+        raise ImportFileError(
+            f"{name}: {exc}. The first {kept} records were imported and are kept; importing the file again skips them."
+        ) from None
+    path.unlink(missing_ok=True)
     summary = result.as_dict()
     if result.created and job.study.suggest_on_import:
         summary["suggestion_job"] = _suggestions_after_import(job)
     # The job page lists the result as text; "pull request: 2" reads better there than a dict.
     summary["skip_reasons"] = ", ".join(f"{reason}: {n}" for reason, n in sorted(result.skip_reasons.items()))
-    return {"file": job.params.get("filename", ""), **summary}
+    return {"file": name, **summary}

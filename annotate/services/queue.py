@@ -14,7 +14,8 @@ claiming statement alone is not enough.
 
 The queue serves episodes that already have codings first (so episodes reach k
 and become usable for agreement and analysis), and within that in the study's
-order: the stored random order (`Episode.queue_key`) or import order (`id`).
+order: the stored random order (`Episode.queue_key`), import order (`id`), or
+`uncertain`: the least confident suggestion first (active learning, see _in_order).
 To keep a request O(1) in the study's size it only looks at a bounded window at
 the head of each (split, number of codings) slice of the queue index; only when
 every window is exhausted does it fall back to a full scan.
@@ -28,7 +29,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, QuerySet, Value
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
@@ -62,7 +64,26 @@ def lease_expiry():
 
 
 def _order_field(study: Study) -> str:
-    return "queue_key" if study.queue_order == QueueOrder.RANDOM else "id"
+    return {QueueOrder.IMPORT: "id", QueueOrder.UNCERTAIN: "certainty"}.get(study.queue_order, "queue_key")
+
+
+def _in_order(qs: QuerySet[Episode], study: Study) -> tuple[QuerySet[Episode], tuple[str, ...]]:
+    """The queryset ready to be ordered in the study's queue order, and the order_by fields.
+
+    `uncertain` (active learning) serves first the episodes whose newest usable
+    suggestion has the lowest top-1 confidence, in the random order among equals;
+    episodes without one (or declined) come after every suggested episode. It sorts
+    on a subquery, so unlike the stored orders it costs a scan of the open part of
+    the queue per request.
+    """
+    if study.queue_order != QueueOrder.UNCERTAIN:
+        return qs, (_order_field(study),)
+    newest = (
+        Suggestion.objects.filter(episode=OuterRef("pk"), error="", confidence__isnull=False)
+        .order_by("-created_at", "-pk")
+        .values("confidence")[:1]
+    )
+    return qs.annotate(certainty=Coalesce(Subquery(newest), Value(2.0))), ("certainty", "queue_key")
 
 
 def _others_leases(coder, now):
@@ -96,15 +117,14 @@ def _window(study: Study, coder, now, skipped: set[int], size: int) -> list[int]
     live leases among them. The eligibility test runs here in Python on a few hundred rows;
     the claim re-checks it under the row lock.
     """
-    order = _order_field(study)
-    heads = [
-        Episode.objects.filter(study=study, split=split, n_codings=n)
-        .exclude(status=EpisodeStatus.ADJUDICATED)
-        .order_by(order)
-        .values_list("pk", "n_codings", order)[:size]
-        for n in range(study.coders_per_episode)
-        for split in study.splits_in_queue
-    ]
+    heads = []
+    for n in range(study.coders_per_episode):
+        for split in study.splits_in_queue:
+            qs, order = _in_order(
+                Episode.objects.filter(study=study, split=split, n_codings=n).exclude(status=EpisodeStatus.ADJUDICATED),
+                study,
+            )
+            heads.append(qs.order_by(*order).values_list("pk", "n_codings", order[0])[:size])
     if len(heads) > 1 and connection.features.supports_slicing_ordering_in_compound:
         rows: list[tuple[int, int, int]] = list(heads[0].union(*heads[1:], all=True))
     else:
@@ -198,8 +218,8 @@ def _claim_first(pks: list[int], study: Study, coder, now) -> Episode | None:
 
 def _scan(candidates: QuerySet[Episode], study: Study) -> list[int]:
     """The fallback: the first candidates of the whole open part of the study (once the windows run dry)."""
-    order = _order_field(study)
-    return list(candidates.order_by("-n_codings", order).values_list("pk", flat=True)[:CLAIM_ATTEMPTS])
+    qs, order = _in_order(candidates, study)
+    return list(qs.order_by("-n_codings", *order).values_list("pk", flat=True)[:CLAIM_ATTEMPTS])
 
 
 def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode | None:

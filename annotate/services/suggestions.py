@@ -20,12 +20,12 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
 from taxonomy.models import AxisValue, FailureType
 
-from ..jobs import job_start
+from ..jobs import job_checkpoint_save, job_start
 from ..labels import final_labels
 from ..models import (
     Adjudication,
@@ -35,6 +35,7 @@ from ..models import (
     LabelRule,
     LocalModel,
     Study,
+    SuggesterAudit,
     Suggestion,
     SuggestionBackend,
     SuggestionStatus,
@@ -111,13 +112,37 @@ def local_model_current(study: Study):
     return _load_local_model(*row) if row else None
 
 
+def adjudicated_examples(study: Study, limit: int = 2000) -> list:
+    """The study's adjudicated episodes with their final codes: the LLM's few-shot pool (newest `limit`)."""
+    from ..llm import FewShot
+
+    rows = (
+        Adjudication.objects.filter(episode__study=study, needs_new_type=False)
+        .select_related("episode__document", "failure_type", "source", "stage", "capability")
+        .order_by("-updated_at", "-pk")[:limit]
+    )
+    return [
+        FewShot(
+            key=a.episode_id,
+            title=a.episode.document.title,
+            text=episode_text(a.episode),
+            failure_type=None if a.not_a_failure else a.failure_type.code,
+            source=None if a.not_a_failure else a.source.code,
+            stage=None if a.not_a_failure else a.stage.code,
+            capability=None if a.not_a_failure else a.capability.code,
+        )
+        for a in rows
+        if a.not_a_failure or a.failure_type_id
+    ]
+
+
 def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = None):
     """The configured suggester of `backend` for the study's codebook."""
     spec = spec or codebook_spec(study.codebook)
     if backend == SuggestionBackend.OPENAI:
         from ..llm import LLMSuggester
 
-        return LLMSuggester(spec, study_id=study.pk)
+        return LLMSuggester(spec, study_id=study.pk, examples=adjudicated_examples(study))
     from ..suggest_local import LocalSuggester
 
     return LocalSuggester(spec, local_model_current(study))
@@ -167,6 +192,7 @@ def _apply_answer(row: Suggestion, answer: Answer, codes: _CodeMap) -> None:
     row.confidence = top.confidence if top is not None else None
     row.rationale = top.rationale if top is not None else "; ".join(answer.notes)
     row.evidence = top.evidence if top is not None else ""
+    row.abstain_reason = answer.abstain_reason if not error else ""
 
 
 def _store(
@@ -176,8 +202,12 @@ def _store(
     codes: _CodeMap,
     existing: dict[tuple[int, str], Suggestion],
     job: Job | None,
+    on_stored: Callable[[list[Suggestion]], None] | None = None,
 ) -> list[Suggestion]:
-    """Write answers: new rows in bulk, failed rows of an earlier run updated in place."""
+    """Write answers: new rows in bulk, failed rows of an earlier run updated in place.
+
+    `on_stored(rows)` runs in the same transaction, so a job's checkpoint commits with its rows.
+    """
     new, stale = [], []
     for episode, key, answer in items:
         row = existing.get((episode.pk, key))
@@ -218,9 +248,12 @@ def _store(
                     "confidence",
                     "rationale",
                     "evidence",
+                    "abstain_reason",
                     "job",
                 ],
             )
+        if on_stored is not None:
+            on_stored(new + stale)
     return new + stale
 
 
@@ -238,19 +271,30 @@ def episodes_to_suggest(
 
 
 def _answer_chunk(
-    suggester, texts: list[str], titles: list[str], ids: list[int], tick: Callable[[], None]
+    suggester, texts: list[str], titles: list[str], ids: list[int], tick: Callable[[], None], documents=None
 ) -> list[tuple[int, Answer]]:
     """(position, answer) for each text; the LLM reports answers as they arrive, in any order."""
     if suggester.backend == SuggestionBackend.LOCAL:
-        return list(enumerate(suggester.suggest_texts(texts, ids, titles)))
+        context = {}
+        if documents is not None:
+            context = {"clusters": [d.cluster for d in documents], "kinds": [d.kind for d in documents]}
+        return list(enumerate(suggester.suggest_texts(texts, ids, titles, **context)))
     out: list[tuple[int, Answer]] = []
 
     def on_answer(j: int, answer: Answer) -> None:
         out.append((j, answer))
         tick()
 
-    suggester.suggest_many(texts, on_answer, titles)
+    suggester.suggest_many(texts, on_answer, titles, ids)
     return out
+
+
+def _batch_plan(qs: QuerySet[Episode], limit: int | None) -> dict[str, Any]:
+    """A batch's fixed extent, taken when it starts: at most `limit` of the episodes up to the highest id now."""
+    agg = qs.order_by().aggregate(n=Count("id"), last=Max("id"))
+    total = min(agg["n"], limit) if limit else agg["n"]
+    counts = {"suggested": 0, "errors": 0, "flagged": 0, "input_tokens": 0, "output_tokens": 0}
+    return {"max_id": agg["last"] or 0, "after_id": 0, "done": 0, "total": total, "counts": counts, "cost": "0"}
 
 
 def suggestions_make(
@@ -267,6 +311,12 @@ def suggestions_make(
 
     It writes Suggestion rows and nothing else (the audit checks that). With the
     local backend it first retrains the study's model when enough new labels exist.
+
+    Episodes are taken in id order, a chunk at a time. Run by a job, each chunk's
+    suggestions commit together with the job's checkpoint (how many episodes are
+    done, the last id, the counts), so a retried job continues after the last
+    committed chunk: it never suggests an episode twice, never goes past the
+    `limit` the batch started with, and reports the counts of the whole batch.
     """
     if suggester is None:
         _check_backend(backend)
@@ -281,22 +331,24 @@ def suggestions_make(
         prompt_version=suggester.prompt_version,
         episode_ids=episode_ids,
     )
-    episodes = list(qs[:limit] if limit else qs)
-    total = len(episodes)
+    checkpointed = job is not None and bool(job.lease_owner)
+    saved = (job.checkpoint or {}).get("suggest") if checkpointed else None
+    plan = dict(saved) if saved else _batch_plan(qs, limit)
+    counts, cost, total = dict(plan["counts"]), Decimal(plan["cost"]), plan["total"]
     progress = progress or (lambda done, total: None)
-    progress(0, total)
+    progress(plan["done"], total)
     codes = _CodeMap(study.codebook_id)
-    counts = {"episodes": total, "suggested": 0, "errors": 0, "flagged": 0, "input_tokens": 0, "output_tokens": 0}
-    cost = Decimal(0)
-    state = {"done": 0}
-
-    def tick() -> None:
-        state["done"] += 1
-        progress(state["done"], total)
-
     size = CHUNK[suggester.backend]
-    for start in range(0, total, size):
-        chunk = episodes[start : start + size]
+    while plan["done"] < total:
+        chunk = list(qs.filter(pk__gt=plan["after_id"], pk__lte=plan["max_id"])[: min(size, total - plan["done"])])
+        if not chunk:
+            break
+        ticks = [plan["done"]]
+
+        def tick(ticks=ticks) -> None:
+            ticks[0] += 1
+            progress(ticks[0], total)
+
         texts = [episode_text(e) for e in chunk]
         titles = [e.document.title for e in chunk]
         keys = [
@@ -309,29 +361,36 @@ def suggestions_make(
         cached = {k for k, s in existing.items() if not s.error}
         todo = [i for i, e in enumerate(chunk) if (e.pk, keys[i]) not in cached]
         pairs = _answer_chunk(
-            suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick
-        )
+            suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick,
+            [chunk[i].document for i in todo] if getattr(suggester, "reads_context", False) else None,
+        )  # fmt: skip
         results = [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs]
-        stored = _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job)
-        counts["attributed"] = counts.get("attributed", 0) + suggestions_attribute(rows=stored, suggester=suggester)
-        for row in stored:
-            counts["errors" if row.error else "suggested"] += 1
-            counts["flagged"] += int(row.evidence_flagged)
         for _, _, answer in results:
             counts["input_tokens"] += answer.input_tokens
             counts["output_tokens"] += answer.output_tokens
             cost += Decimal(str(round(answer.cost, 6)))
-        state["done"] = start + len(chunk)
-        progress(state["done"], total)
-    counts.update(
-        {
-            "backend": suggester.backend,
-            "model": suggester.model,
-            "cost": float(cost),
-            "trained_on": trained.n_train if trained is not None else None,
-        }
-    )
-    return counts
+        plan = {**plan, "after_id": chunk[-1].pk, "done": plan["done"] + len(chunk)}
+
+        def record(rows: list[Suggestion], plan=plan, cost=cost) -> None:
+            for row in rows:
+                counts["errors" if row.error else "suggested"] += 1
+                counts["flagged"] += int(row.evidence_flagged)
+            plan.update(counts=dict(counts), cost=str(cost))
+            if checkpointed:
+                job_checkpoint_save(job=job, checkpoint={"suggest": plan}, done=plan["done"], total=total)
+
+        stored = _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job, on_stored=record)
+        # After the rows' transaction: the openai backend's attribution is a request of its own.
+        counts["attributed"] = counts.get("attributed", 0) + suggestions_attribute(rows=stored, suggester=suggester)
+        progress(plan["done"], total)
+    return {
+        "episodes": total,
+        **counts,
+        "backend": suggester.backend,
+        "model": suggester.model,
+        "cost": float(cost),
+        "trained_on": trained.n_train if trained is not None else None,
+    }
 
 
 @transaction.atomic
@@ -363,7 +422,10 @@ def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
         out.append(
             TrainingExample(
                 episode_id=episode.pk,
-                text=reading(episode.document.title, episode_text(episode)),
+                text=episode_text(episode),
+                title=episode.document.title,
+                cluster=episode.document.cluster,
+                kind=episode.document.kind,
                 failure_type=type_code.get(label.failure_type_id),
                 not_a_failure=label.not_a_failure,
                 source=axis_code.get(label.source_id),
@@ -433,6 +495,37 @@ def local_model_refresh(*, study: Study, job: Job | None = None):
         row = local_model_train(study=study, job=job, examples=examples)
         current = _load_local_model(row.pk, row.trained_at)
     return current
+
+
+def suggester_audit_record(*, study: Study, report, user=None) -> SuggesterAudit:
+    """Store an audit's result (annotate.suggest_audit.AuditReport) for the Suggestions page: one row, nothing else."""
+    return SuggesterAudit.objects.create(
+        study=study,
+        backend=report.backend,
+        model=report.model,
+        n_labels=report.n_labels,
+        passed=report.passed,
+        result=report.as_dict(),
+        created_by=user,
+    )
+
+
+def suggester_audit_start(*, study: Study, user, backend: str | None = None) -> Job:
+    """Start an "audit" Job: the read-only audit, then its result recorded."""
+    backend = backend or default_backend()
+    _check_backend(backend)
+    return job_start(kind="audit", study=study, user=user, params={"backend": backend})
+
+
+def job_audit(*, job: Job, progress) -> dict[str, Any]:
+    """Job handler: audit the study's suggester and record the result."""
+    from ..suggest_audit import suggester_audit
+
+    progress(0, 1)
+    report = suggester_audit(study=job.study, backend=(job.params or {}).get("backend") or default_backend())
+    row = suggester_audit_record(study=job.study, report=report, user=job.created_by)
+    progress(1, 1)
+    return {"audit": row.pk, "passed": report.passed, "n_labels": report.n_labels}
 
 
 def job_suggest(*, job: Job, progress) -> dict[str, Any]:

@@ -1,7 +1,54 @@
-import pytest
+"""Jobs: claimed once, leased and renewed, re-queued when their worker is lost, resumed where they stopped."""
 
-from annotate.jobs import job_run
-from annotate.models import Job
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db.models import Count
+from django.utils import timezone
+
+from annotate import jobs
+from annotate.jobs import LeaseLost, job_checkpoint_save, job_claim, job_run, jobs_tend
+from annotate.models import Document, Episode, Job, JobStatus, Suggestion
+from annotate.services.suggestions import suggestion_batch_start
+
+
+class WorkerDied(BaseException):
+    """Stands for SIGKILL: nothing in the job machinery may catch it."""
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The run_job messages handed to Celery (there is no broker in these tests)."""
+    from annotate.tasks import run_job
+
+    messages: list[tuple[int, str]] = []
+    monkeypatch.setattr(
+        run_job, "apply_async", lambda args, task_id: messages.append((args[0], task_id)), raising=False
+    )
+    return messages
+
+
+def expire_lease(job: Job) -> None:
+    Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def die_at_checkpoint(monkeypatch, module, after: int) -> list[dict]:
+    """Let `after` checkpoints commit, then kill the "worker" inside the next one's transaction."""
+    saved: list[dict] = []
+
+    def checkpoint(**kwargs):
+        if len(saved) >= after:
+            raise WorkerDied
+        job_checkpoint_save(**kwargs)
+        saved.append(kwargs["checkpoint"])
+
+    monkeypatch.setattr(module, "job_checkpoint_save", checkpoint)
+    return saved
 
 
 def test_the_job_page_polls_until_the_job_ends(client, bob, study):
@@ -19,6 +66,7 @@ def test_a_non_member_cannot_see_a_studys_job(client, charlie, study):
     job = Job.objects.create(kind="recount", study=study)
     client.force_login(charlie)
     assert client.get(f"/jobs/{job.pk}/").status_code == 404
+    assert client.get("/studies/alpha/jobs/").status_code == 404
 
 
 def test_a_finished_job_is_not_run_again(study):
@@ -29,31 +77,211 @@ def test_a_finished_job_is_not_run_again(study):
     assert job.attempts == 1
 
 
-def test_a_job_whose_enqueue_failed_stays_pending_and_is_requeued(
+def test_it_claims_a_pending_job_once_with_a_lease(study):
+    job = Job.objects.create(kind="recount", study=study)
+    first = job_claim(job_id=job.pk)
+    assert first is not None and first.status == JobStatus.RUNNING and first.attempts == 1
+    assert first.lease_owner and first.lease_expires_at > timezone.now() and first.heartbeat_at is not None
+    assert job_claim(job_id=job.pk) is None
+
+
+def test_a_second_delivery_of_a_running_job_does_nothing(study, monkeypatch):
+    job = Job.objects.create(kind="recount", study=study)
+    claimed = job_claim(job_id=job.pk)
+    ran = []
+    monkeypatch.setitem(jobs.HANDLERS, "recount", "annotate.tests.test_jobs.record_run")
+    monkeypatch.setattr("annotate.tests.test_jobs.RUNS", ran)
+    job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert ran == []
+    assert (job.status, job.attempts, job.lease_owner) == (JobStatus.RUNNING, 1, claimed.lease_owner)
+
+
+RUNS: list[int] = []
+
+
+def record_run(*, job, progress):
+    RUNS.append(job.pk)
+    return {}
+
+
+def test_a_job_whose_worker_was_lost_is_queued_again_and_its_page_says_so(client, alice, study, sent):
+    job = Job.objects.create(kind="recount", study=study, created_by=alice)
+    job_claim(job_id=job.pk)
+    assert jobs_tend() == {"requeued": 0, "failed": 0, "sent": 0}  # a live lease is left alone
+    expire_lease(job)
+    client.force_login(alice)
+    assert "stalled" in client.get(f"/jobs/{job.pk}/").content.decode().lower()
+
+    assert jobs_tend()["requeued"] == 1
+    job.refresh_from_db()
+    assert (job.status, job.retry_reason, job.lease_owner) == (JobStatus.PENDING, "worker lost", "")
+    assert sent == [(job.pk, job.message_id)]
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "worker lost, retrying" in page and f"attempt 2 of {settings.FAULTLINE_JOB_MAX_ATTEMPTS}" in page
+    listing = client.get("/studies/alpha/jobs/").content.decode()
+    assert "worker lost, retrying" in listing
+
+    job = job_run(job_id=job.pk)
+    assert (job.status, job.attempts, job.retry_reason) == (JobStatus.SUCCESS, 2, "")
+
+
+def test_a_job_lost_too_often_fails_with_a_reason_instead_of_looping(study, sent):
+    job = Job.objects.create(kind="recount", study=study)
+    job_claim(job_id=job.pk)
+    Job.objects.filter(pk=job.pk).update(attempts=settings.FAULTLINE_JOB_MAX_ATTEMPTS)
+    expire_lease(job)
+    assert jobs_tend()["failed"] == 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and "lost 5 times" in job.error
+    assert sent == []
+
+
+def test_a_job_whose_enqueue_failed_stays_pending_and_beat_sends_it(
     study, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from datetime import timedelta
+    from annotate.tasks import run_job
 
-    from django.utils import timezone
-
-    from annotate import jobs, tasks
-
-    calls = []
-
-    def broker_down(job_id):
+    def broker_down(*args, **kwargs):
         raise ConnectionRefusedError("broker down")
 
-    monkeypatch.setattr(tasks.run_job, "delay", broker_down)
+    monkeypatch.setattr(run_job, "apply_async", broker_down, raising=False)
     with django_capture_on_commit_callbacks(execute=True):
         job = jobs.job_start(kind="recount", study=study)
     job.refresh_from_db()
-    assert job.status == "pending"
+    assert (job.status, job.message_id) == (JobStatus.PENDING, "")
 
-    monkeypatch.setattr(tasks.run_job, "delay", lambda job_id: calls.append(job_id))
-    assert jobs.jobs_requeue() == 0  # too fresh to be considered lost
-    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=5))
-    assert jobs.jobs_requeue() == 1
+    calls = []
+    monkeypatch.setattr(run_job, "apply_async", lambda args, task_id: calls.append(args[0]), raising=False)
+    assert jobs_tend()["sent"] == 0  # the failed attempt was just now: the broker is likely still down
+    five_minutes_ago = timezone.now() - timedelta(minutes=5)
+    Job.objects.filter(pk=job.pk).update(created_at=five_minutes_ago, enqueued_at=five_minutes_ago)
+    assert jobs_tend()["sent"] == 1
     assert calls == [job.pk]
+    # Without a broker to ask, a recorded message is trusted until the visibility timeout.
+    Job.objects.filter(pk=job.pk).update(enqueued_at=timezone.now() - timedelta(minutes=5))
+    assert jobs_tend()["sent"] == 0
+
+
+def test_a_worker_that_lost_its_lease_cannot_commit_its_work(study, sent):
+    job = Job.objects.create(kind="recount", study=study)
+    stale = job_claim(job_id=job.pk)
+    expire_lease(job)
+    jobs_tend()
+    fresh = job_claim(job_id=job.pk)
+    assert fresh.lease_owner != stale.lease_owner
+    with pytest.raises(LeaseLost):
+        job_checkpoint_save(job=stale, checkpoint={"import": {"records": 1000}})
+    job_checkpoint_save(job=fresh, checkpoint={"import": {"records": 10}})
+    job.refresh_from_db()
+    assert job.checkpoint == {"import": {"records": 10}}
+
+
+def test_a_killed_suggestion_batch_resumes_without_redoing_work_or_passing_its_limit(
+    study, alice, make_episode, monkeypatch, sent
+):
+    from annotate.services import suggestions
+
+    for i in range(30):
+        make_episode(study, body=f"Episode {i}: the tool call timed out after 30 s and the agent gave up.")
+    monkeypatch.setitem(suggestions.CHUNK, "local", 4)
+    job = suggestion_batch_start(study=study, user=alice, backend="local", limit=18)
+    saved = die_at_checkpoint(monkeypatch, suggestions, after=2)
+    with pytest.raises(WorkerDied):
+        job_run(job_id=job.pk)
+    assert len(saved) == 2 and Suggestion.objects.count() == 8  # the third chunk died with its transaction
+
+    monkeypatch.setattr(suggestions, "job_checkpoint_save", job_checkpoint_save)
+    expire_lease(job)
+    jobs_tend()
+    job = job_run(job_id=job.pk)
+    assert job.status == JobStatus.SUCCESS and job.attempts == 2
+    assert Suggestion.objects.count() == 18
+    assert not Suggestion.objects.values("episode").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert (job.result["episodes"], job.result["suggested"], job.done, job.total) == (18, 18, 18, 18)
+    # A limited batch covers the first episodes in id order, as it would have without the kill.
+    first_18 = list(Episode.objects.filter(study=study).order_by("id").values_list("id", flat=True)[:18])
+    assert sorted(Suggestion.objects.values_list("episode_id", flat=True)) == first_18
+
+
+def issue_file(n: int, *, bad_at: int | None = None) -> Path:
+    directory = Path(settings.MEDIA_ROOT) / "imports"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"test-jobs-{n}-{bad_at}.json"
+    issues = [
+        {"html_url": f"https://github.com/acme/agent/issues/{i}", "number": i, "title": f"Tool call {i} times out",
+         "body": "The search tool timed out.", "state": "open", "labels": [], "user": {"login": "someone"}}
+        for i in range(n)
+    ]  # fmt: skip
+    if bad_at is not None:
+        issues[bad_at]["title"] = {"not": "a string"}
+    path.write_text(json.dumps(issues))
+    return path
+
+
+def import_job(study, alice, path: Path) -> Job:
+    params = {"path": f"imports/{path.name}", "filename": "issues.json", "include_prs": False}
+    return Job.objects.create(kind="import", study=study, created_by=alice, params=params)
+
+
+def test_a_killed_import_resumes_after_its_last_batch_and_reports_the_whole_file(study, alice, monkeypatch, sent):
+    from annotate.services import imports
+
+    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    path = issue_file(45)
+    job = import_job(study, alice, path)
+    saved = die_at_checkpoint(monkeypatch, jobs, after=3)
+    with pytest.raises(WorkerDied):
+        job_run(job_id=job.pk)
+    assert len(saved) == 3 and Document.objects.filter(study=study).count() == 30
+    assert path.exists()  # the retry needs it
+
+    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
+    expire_lease(job)
+    jobs_tend()
+    job = job_run(job_id=job.pk)
+    assert job.status == JobStatus.SUCCESS, job.error
+    assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (45, 0, 45, 45)
+    assert Document.objects.filter(study=study).count() == 45
+    assert Episode.objects.filter(study=study).count() == 45
+    assert not path.exists()
+
+
+def test_a_malformed_upload_imports_nothing_even_in_batches(study, alice, monkeypatch):
+    from annotate.services import imports
+
+    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    job = job_run(job_id=import_job(study, alice, issue_file(45, bad_at=40)).pk)
+    assert job.status == JobStatus.FAILED and "Nothing was imported" in job.error
+    assert Document.objects.filter(study=study).count() == 0
+
+
+def test_the_jobs_list_shows_queued_running_stalled_and_finished_jobs(client, vera, study):
+    queued = Job.objects.create(kind="import", study=study)
+    running = Job.objects.create(kind="suggest", study=study)
+    stalled = Job.objects.create(kind="bootstrap", study=study)
+    done = Job.objects.create(kind="recount", study=study)
+    job_claim(job_id=running.pk)
+    job_claim(job_id=stalled.pk)
+    expire_lease(stalled)
+    job_run(job_id=done.pk)
+    client.force_login(vera)  # viewers see the jobs too
+    page = client.get("/studies/alpha/jobs/").content.decode()
+    for job, state in [(queued, "queued"), (running, "running"), (stalled, "stalled"), (done, "success")]:
+        assert f"job-row-{state}" in page and f"#{job.pk}<" in page
+    assert "Last heartbeat" in page and 'hx-trigger="every 2s"' in page
+
+
+def test_the_jobs_list_costs_the_same_queries_for_many_jobs(client, alice, study, django_assert_max_num_queries):
+    client.force_login(alice)
+    for _ in range(3):
+        Job.objects.create(kind="recount", study=study, created_by=alice)
+    client.get("/studies/alpha/jobs/")
+    with django_assert_max_num_queries(8) as few:
+        client.get("/studies/alpha/jobs/")
+    Job.objects.bulk_create([Job(kind="recount", study=study, created_by=alice) for _ in range(40)])
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        client.get("/studies/alpha/jobs/")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -252,13 +252,105 @@ def test_it_changes_the_prompt_version_with_the_codebook(codebook):
     assert LLMSuggester(spec, client=object()).prompt_version == prompt_version_for(spec)
 
 
-def test_the_audit_runs_against_the_llm_and_the_cache_sends_nothing_twice(llm, study, make_episode):
-    from annotate.suggest_audit import suggester_audit
+def test_the_audit_runs_against_the_llm_writes_nothing_and_the_cache_sends_nothing_twice(llm, study, make_episode):
+    from annotate.suggest_audit import db_snapshot, suggester_audit
 
     for i in range(3):
         make_episode(study, body=f"{BODY} Run {i}.")
-    results = {r.number: r for r in suggester_audit(study=study, backend="openai", sample=2, n_episodes=3)}
-    assert results[4].passed and "3 Suggestion rows written" in results[4].summary
-    assert results[5].passed and "0 requests" in results[5].summary
-    # Check 1 asks about SPC-01 and SPC-02; the fake server always answers EXT-01/TUS-03, so it fails, with cases.
-    assert not results[1].passed and results[1].failures[0].startswith("SPC-01")
+    before = db_snapshot()
+    report = suggester_audit(study=study, backend="openai", sample=2, n_episodes=3)
+    results = {r.number: r for r in report.checks}
+    assert results[8].passed and "3 Suggestion rows written" in results[8].summary
+    assert results[9].passed and "0 requests" in results[9].summary
+    # Check 5 asks about SPC-01 and SPC-02; the fake server always answers EXT-01/TUS-03, so it fails, with cases.
+    assert not results[5].passed and results[5].failures[0].startswith("SPC-01")
+    assert results[1].passed is None and db_snapshot() == before and Suggestion.objects.count() == 0
+
+
+def _adjudicate(ep, codes, adjudicator, code, source, stage, capability):
+    from annotate.models import Adjudication
+
+    return Adjudication.objects.create(
+        episode=ep, adjudicator=adjudicator, failure_type=codes.type(code), source=codes.source(source),
+        stage=codes.stage(stage), capability=codes.capability(capability), rationale="final",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def adjudicated(study, make_episode, codes, alice):
+    from annotate.tests.report_texts import JSON_EN, LOOP_EN, MAX_ITERATIONS, RATE_EN
+
+    texts = [
+        ("Search API 429 aborts the research run", RATE_EN, "EXT-02", "tool_service"),
+        ("Agent repeats the same call", LOOP_EN, "CTL-01", "llm"),
+        ("Planner output not valid JSON", JSON_EN, "OUT-02", "framework"),
+        ("Iteration limit hit on refactor", MAX_ITERATIONS, "CTL-02", "framework"),
+        ("Weather tool throttled", "The weather tool answered 429 rate limit exceeded on every call.", "EXT-02",
+         "tool_service"),
+        ("Docs question", "How do I configure the vector store path? The docs are unclear.", "SPC-02", "user_spec"),
+    ]  # fmt: skip
+    out = []
+    for title, body, code, source in texts:
+        ep = make_episode(study, title=title, body=body)
+        _adjudicate(ep, codes, alice, code, source, "iterative_execution", "actuation")
+        out.append(ep)
+    return out
+
+
+def test_it_sends_the_rules_and_the_nearest_adjudicated_episodes_with_their_codes(
+    llm, study, make_episode, adjudicated
+):
+    import json as jsonlib
+
+    new = make_episode(study, title="Provider throttles us", body=BODY)
+    _run(study, episode_ids=[new.pk])
+    request = llm.requests[-1]
+    messages = request["messages"]
+    system = messages[0]["content"]
+    assert "## Decision rules for boundary cases" in system and "R05 (CTL-02, source)" in system
+    shots = messages[1:-1]
+    assert 3 <= len(shots) // 2 <= 5 and [m["role"] for m in shots] == ["user", "assistant"] * (len(shots) // 2)
+    # Nearest first, each with its final codes; the two 429 reports are among them, the docs question is not.
+    first = jsonlib.loads(shots[1]["content"])["candidates"][0]
+    assert first["failure_type"] == "EXT-02" and first["source"] == "tool_service"
+    assert "Too Many Requests" in shots[0]["content"]
+    assert any("weather tool answered 429" in m["content"] for m in shots[0::2])
+    assert BODY in messages[-1]["content"] and all(BODY not in m["content"] for m in shots)
+
+
+def test_an_adjudicated_episode_is_never_its_own_example(llm, study, adjudicated):
+    _run(study, episode_ids=[adjudicated[0].pk])
+    shots = llm.requests[-1]["messages"][1:-1]
+    assert shots and all("Too Many Requests and the whole run fails" not in m["content"] for m in shots)
+
+
+def test_the_examples_are_part_of_the_prompt_version_and_cache_key(llm, study, make_episode, codes, alice, adjudicated):
+    new = make_episode(study, title="Provider throttles us", body=BODY)
+    _run(study, episode_ids=[new.pk])
+    first = Suggestion.objects.get(episode=new)
+    extra = make_episode(study, title="Another 429", body="Provider said 429 Too Many Requests twice.")
+    _adjudicate(extra, codes, alice, "EXT-02", "tool_service", "iterative_execution", "actuation")
+    n = len(llm.requests)
+    _run(study, episode_ids=[new.pk])
+    second = Suggestion.objects.filter(episode=new).exclude(pk=first.pk).get()
+    assert second.prompt_version != first.prompt_version and second.cache_key != first.cache_key
+    assert len(llm.requests) == n + 1  # the changed examples are a new request, not a cached answer
+
+
+def test_the_examples_are_trimmed_to_the_token_budget(llm, study, make_episode, settings, adjudicated):
+    from annotate.llm import estimate_tokens, user_message
+
+    spec = codebook_spec(study.codebook)
+    probe = LLMSuggester(spec, client=object(), token_budget=10**6)
+    from annotate.services.suggestions import adjudicated_examples
+
+    probe = LLMSuggester(spec, client=object(), token_budget=10**6, examples=adjudicated_examples(study))
+    full = probe.messages(BODY, "Provider throttles us")
+    fixed = estimate_tokens(full[0]["content"], user_message(BODY, "Provider throttles us"))
+    one_shot = estimate_tokens(full[1]["content"], full[2]["content"])
+    settings.FAULTLINE_LLM_TOKEN_BUDGET = fixed + one_shot + 1
+    new = make_episode(study, title="Provider throttles us", body=BODY)
+    _run(study, episode_ids=[new.pk])
+    messages = llm.requests[-1]["messages"]
+    assert len(messages) == 4 and messages[1] == full[1]  # only the nearest example fits
+    assert estimate_tokens(*(m["content"] for m in messages)) <= settings.FAULTLINE_LLM_TOKEN_BUDGET

@@ -92,9 +92,10 @@ def test_a_long_quote_is_cut_at_a_word_boundary():
 
 
 def test_local_evidence_sentences_do_not_split_file_names_or_versions():
-    from annotate.suggest_local import _sentences
+    from annotate.suggest_text import claim_spans
 
-    sentences = _sentences("The agent edited CHANGELOG.md, and ran the suite. Then v1.2.3 broke the build again.")
+    text = "The agent edited CHANGELOG.md, and ran the suite. Then v1.2.3 broke the build again."
+    sentences = [text[s.start : s.end] for s in claim_spans(text)]
     assert sentences == ["The agent edited CHANGELOG.md, and ran the suite.", "Then v1.2.3 broke the build again."]
 
 

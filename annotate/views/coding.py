@@ -14,7 +14,9 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from ..access import study_view
 from ..coding_forms import CodingForm
 from ..coding_selectors import Picker, codebook_picker, codings_visible, episode_codings
+from ..exposure_selectors import exposure_offer, suggestions_wait_for_choice
 from ..models import Coding, Confidence, Episode, Study
+from ..services.exposure import exposure_record
 from ..services.queue import EpisodeFull, coding_submit, lease_claim
 from ..services.studies import CodingConflict
 from ..trace_selectors import trace_summary_of, trace_window
@@ -93,6 +95,8 @@ def _render(request, study, episode, picker, mine, values, *, status=200, **extr
         "others": others, "blind_hidden": not visible, "text": text[:DISPLAY_LIMIT],
         "truncated": len(text) > DISPLAY_LIMIT, "errors": {}, "has_place": True, **extra,
     }  # fmt: skip
+    offer = exposure_offer(study=study, coder=request.user, episode=episode)
+    context.update(suggest_guard=suggestions_wait_for_choice(study, offer), exposure_token=offer.token if offer else "")
     context.update(_trace_context(request, episode, visible))
     template = "annotate/partials/_coding_panel.html" if request.htmx else "annotate/coding.html"
     return render(request, template, context, status=status)
@@ -146,6 +150,10 @@ def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
             for name, errors in exc.message_dict.items():
                 form.add_error(name if name in form.fields else None, errors)
         else:
+            if mine is None:
+                exposure_record(
+                    study=study, episode=episode, coder=request.user, token=request.POST.get("exposure", "")
+                )
             return _saved(request, study, episode, picker, coding)
     return _render(request, study, episode, picker, mine, values, status=400, errors=form.errors)
 

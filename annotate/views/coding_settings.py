@@ -21,6 +21,8 @@ def _initial(study: Study) -> dict:
         "queue_order": study.queue_order,
         "queue_splits": study.splits_in_queue,
         "suggestions_after_first_choice": study.suggestions_after_first_choice,
+        "exposure_experiment": study.exposure_experiment,
+        "suggestion_min_confidence": study.suggestion_min_confidence,
         "suggest_on_import": study.suggest_on_import,
     }
 

@@ -10,6 +10,8 @@ from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from ..selectors import jobs_health
+
 
 def _database_ok() -> tuple[bool, str]:
     try:
@@ -39,18 +41,30 @@ def _redacted(detail: str) -> str:
     return re.sub(r"//[^/@\s]*@", "//***@", detail)
 
 
-# Load balancers and monitors probe this without a session. They get up or down per component;
-# why a component is down (hosts, ports, driver messages) is for staff only.
+def _jobs(user) -> dict:
+    try:
+        counts = jobs_health(user)
+    except Exception:  # the database is down: that component already says so
+        return {"ok": False}
+    return {"ok": counts["stalled"] == 0, **counts}
+
+
+# Load balancers and monitors probe this without a session: they get up or down per component.
+# Why a component is down (hosts, ports, driver messages) is for staff only; any signed-in user
+# gets the job counts and the unfinished jobs of their own studies.
 @login_not_required
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     components = {"database": _database_ok(), "broker": _broker_ok()}
-    detailed = request.user.is_authenticated and request.user.is_staff
+    signed_in = request.user.is_authenticated
+    detailed = signed_in and request.user.is_staff
     healthy = all(ok for ok, _ in components.values())
     body: dict = {"status": "ok" if healthy else "unavailable"}
     for name, (ok, detail) in components.items():
         body[name] = {"ok": ok, "detail": _redacted(detail)} if detailed else {"ok": ok}
+    jobs = _jobs(request.user if signed_in else None) if components["database"][0] else {"ok": False}
+    body["jobs"] = jobs if signed_in else {"ok": jobs["ok"]}
     return JsonResponse(body, status=200 if healthy else 503)
 
 

@@ -4,8 +4,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from ..access import membership_for
-from ..models import Job
+from ..access import membership_for, study_view
+from ..models import Job, Study
+from ..selectors import study_jobs
 
 
 @require_GET
@@ -18,3 +19,12 @@ def job_status(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("No such job")
     template = "annotate/partials/_job.html" if request.htmx else "annotate/job.html"
     return render(request, template, {"job": job})
+
+
+@require_GET
+@study_view("read")
+def study_job_list(request: HttpRequest, study: Study) -> HttpResponse:
+    """The study's jobs: queued, running, stalled and retried ones with their last heartbeat, then recent ones."""
+    context = {"study": study, "jobs": study_jobs(study)}
+    template = "annotate/partials/_jobs_table.html" if request.htmx else "annotate/study_jobs.html"
+    return render(request, template, context)

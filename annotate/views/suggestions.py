@@ -11,10 +11,18 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from ..access import study_view
+from ..exposure_selectors import exposure_offer, study_exposure_report, suggestions_wait_for_choice
 from ..models import Coding, Episode, Study, Suggestion
-from ..services.suggestions import default_backend, local_retrain_start, suggestion_batch_start, suggestion_reject
+from ..services.suggestions import (
+    default_backend,
+    local_retrain_start,
+    suggester_audit_start,
+    suggestion_batch_start,
+    suggestion_reject,
+)
 from ..suggest_base import codebook_spec
 from ..suggest_quality import suggestion_quality
+from ..suggestion_selectors import latest_audits
 
 
 def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:
@@ -45,16 +53,27 @@ def suggestion_retrain(request: HttpRequest, study: Study) -> HttpResponse:
     return _job_started(request, study, lambda: local_retrain_start(study=study, user=request.user))
 
 
+@require_POST
+@study_view("owner")
+def suggestion_audit(request: HttpRequest, study: Study) -> HttpResponse:
+    """Start the read-only audit as a job; its result is recorded for this page."""
+    backend = request.POST.get("backend") or None
+    return _job_started(request, study, lambda: suggester_audit_start(study=study, user=request.user, backend=backend))
+
+
 @require_GET
 @study_view("read")
 def suggestion_quality_page(request: HttpRequest, study: Study) -> HttpResponse:
+    exposure = study_exposure_report(study)
     context = {
         "study": study,
         "membership": request.membership,
         "report": suggestion_quality(study),
         "default_backend": default_backend(),
-        "jobs": study.jobs.filter(kind__in=["suggest", "retrain"]).select_related("created_by")[:5],
+        "jobs": study.jobs.filter(kind__in=["suggest", "retrain", "audit"]).select_related("created_by")[:5],
         "local_models": study.local_models.defer("blob")[:3],
+        "audits": latest_audits(study),
+        "exposure": exposure if study.exposure_experiment or any(a.codings for a in exposure.arms) else None,
     }
     return render(request, "annotate/suggestion_quality.html", context)
 
@@ -62,15 +81,24 @@ def suggestion_quality_page(request: HttpRequest, study: Study) -> HttpResponse:
 def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, shown: bool = False) -> dict:
     """What the panel shows: the newest usable suggestion, unless the anchoring guard still hides it."""
     shown = shown or bool(request.GET.get("chosen"))
-    guarded = study.suggestions_after_first_choice and not (
-        shown or Coding.objects.filter(episode=episode, coder=request.user).exists()
-    )
-    context = {"study": study, "episode": episode, "loaded": True, "guarded": guarded, "suggestion": None}
+    offer = exposure_offer(study=study, coder=request.user, episode=episode)
+    wait = suggestions_wait_for_choice(study, offer)
+    guarded = wait and not (shown or Coding.objects.filter(episode=episode, coder=request.user).exists())
+    context = {
+        "study": study, "episode": episode, "loaded": True, "guarded": guarded, "suggestion": None,
+        "suggest_guard": wait,
+    }  # fmt: skip
     if guarded:
         return context
     suggestion = Suggestion.objects.filter(episode=episode, error="").order_by("-created_at", "-pk").first()
     if suggestion is None:
         return context
+    # Below the study's threshold, or declined: "no confident suggestion", candidates folded, no default Accept.
+    confident = (
+        not suggestion.abstain_reason
+        and suggestion.confidence is not None
+        and suggestion.confidence >= study.suggestion_min_confidence
+    )
     spec = codebook_spec(study.codebook)
     names = {a: {v.code: v.name for v in spec.axes[a]} for a in spec.axes}
     candidates = []
@@ -92,6 +120,7 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, show
     own_review = suggestion.reviewed_by_id == request.user.pk
     context.update(
         suggestion=suggestion,
+        confident=confident,
         candidates=candidates,
         naf_fill=json.dumps({"not_a_failure": True, "from_suggestion": suggestion.pk}),
         show_status=own_review or not study.blind,

@@ -8,7 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.exposure_selectors import study_exposure_report
 from annotate.suggest_quality import suggestion_quality
+from annotate.suggestion_selectors import audit_as_dict, latest_audits
 
 from ..permissions import StudyMember
 
@@ -26,3 +28,34 @@ class SuggestionQualityView(APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         return Response(suggestion_quality(request.study).as_dict())
+
+
+class ExposureReportView(APIView):
+    permission_classes = [StudyMember]
+    required_level = "read"
+
+    @extend_schema(
+        summary="The exposure experiment per arm",
+        description="For the arms `before` (suggestions shown from the start) and `after` (only after a first "
+        "choice): codings and coders, accuracy against the final labels, agreement between coders (pairs), median "
+        "time to save, and the automation-bias rate (accepted suggestions the final label contradicts), each with "
+        "its 95% interval and size.",
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        study = request.study
+        return Response({"enabled": study.exposure_experiment, **study_exposure_report(study).as_dict()})
+
+
+class SuggesterAuditView(APIView):
+    permission_classes = [StudyMember]
+    required_level = "read"
+
+    @extend_schema(
+        summary="The last recorded suggester audit per backend",
+        description="What `audit_suggester --record` (or the Suggestions page's audit job) found: per backend the "
+        "date, the number of final labels, whether it passed (null: not enough labels) and every check.",
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        return Response({"audits": [audit_as_dict(a) for a in latest_audits(request.study)]})

@@ -3,7 +3,7 @@
  * No inline script (CSP script-src 'self'); without this file the panel is plain HTML
  * and Reject is a plain POST form.
  *
- * - Accept (button, or the key `a` for the top candidate) fills the coding form through
+ * - Accept (button, or the key `a` for a confident top candidate) fills the coding form through
  *   coding.js's documented "faultline:fill" event, including the hidden from_suggestion;
  *   saving then creates the Coding from the suggestion (accepted, or edited if changed).
  * - The evidence of the candidate under the pointer or focus is highlighted in #episode-text
@@ -95,6 +95,7 @@
 
   function highlightTop() {
     var p = panel();
+    if (p && p.getAttribute("data-confident") === "0") return false;  // folded, unconfident: nothing marked
     var top = p && p.querySelector(".suggestion-candidate");
     var found = mayHighlight() && highlight(candidateEvidence(top), false);
     if (p) {
@@ -162,7 +163,9 @@
     if (e.key !== "a" || e.ctrlKey || e.metaKey || e.altKey || isTyping(e.target)) return;
     if (document.querySelector("dialog[open]")) return;
     var p = panel();
-    var button = p && p.querySelector(".suggestion-accept");
+    // Only a confident suggestion has a default (.primary, or not-a-failure's): below the
+    // study's threshold the key does nothing, so an unconfident guess is never one keystroke away.
+    var button = p && p.getAttribute("data-confident") !== "0" && p.querySelector(".suggestion-naf .suggestion-accept, .suggestion-accept.primary");
     if (!button) return;
     e.preventDefault();
     accept(button);

@@ -24,10 +24,13 @@ def demo(codebook, settings):
 
 
 def _uncoded(study, username, skip=()):
+    """An episode the coder has not coded whose suggestion is confident (below the threshold Accept has no key)."""
     from annotate.models import Episode
 
     return (
-        Episode.objects.filter(study=study, suggestions__error="")
+        Episode.objects.filter(
+            study=study, suggestions__error="", suggestions__confidence__gte=study.suggestion_min_confidence
+        )
         .exclude(codings__coder__username=username)
         .exclude(pk__in=skip)
         .order_by("id")

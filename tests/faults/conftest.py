@@ -4,6 +4,7 @@ else on the machine."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -41,6 +42,35 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, grandchildren...), read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_whole(proc: subprocess.Popen) -> None:
+    """SIGKILL a process and everything it started, as an out-of-memory kill or a lost machine would."""
+    family = [proc.pid, *descendants(proc.pid)]
+    for pid in family:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=10)
 
 
 class PrivateRedis:
@@ -137,10 +167,10 @@ class Processes:
         wait_for(up, 60, "gunicorn to answer")
         return base
 
-    def worker(self, env: dict, queue: str, name: str = "worker") -> subprocess.Popen:
+    def worker(self, env: dict, queue: str, name: str = "worker", concurrency: int = 1) -> subprocess.Popen:
         return self._spawn(
             name,
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--concurrency", "1",
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--concurrency", str(concurrency),
              "-n", f"{name}-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
             env,
         )  # fmt: skip

@@ -66,6 +66,13 @@ def test_a_token_client_over_the_limit_gets_json(alice, study):
     assert "larger than" in response.json()["detail"]
 
 
+@pytest.mark.parametrize("path", ["/login/", "/api/v1/incidents/"])
+def test_a_made_up_token_does_not_lift_the_anonymous_limit(db, path):
+    response, body = _post(Client(), path, 10 * 1024 * 1024, MULTIPART, HTTP_AUTHORIZATION="Token not-a-real-key")
+    assert response.status_code == 413
+    assert body.read_bytes == 0
+
+
 def test_a_bad_content_length_is_a_400(db):
     response = Client().generic("POST", "/login/", b"", "text/plain", CONTENT_LENGTH="-5")
     assert response.status_code == 400

@@ -30,13 +30,15 @@ def test_an_anonymous_probe_gets_statuses_only(client, db, monkeypatch):
     response = client.get("/healthz")
     assert response.status_code == 503
     body = response.json()
-    assert body == {"status": "unavailable", "database": {"ok": False}, "broker": {"ok": False}}
+    assert body == {"status": "unavailable", "database": {"ok": False}, "broker": {"ok": False}, "jobs": {"ok": False}}
     text = json.dumps(body)
     assert not [word for word in SECRETISH if word in text]
 
 
 def test_a_healthy_anonymous_probe(client, db):
-    assert client.get("/healthz").json() == {"status": "ok", "database": {"ok": True}, "broker": {"ok": True}}
+    assert client.get("/healthz").json() == {
+        "status": "ok", "database": {"ok": True}, "broker": {"ok": True}, "jobs": {"ok": True},
+    }  # fmt: skip
 
 
 @override_settings(CELERY_BROKER_URL="redis://:hunter2@127.0.0.1:1/0")

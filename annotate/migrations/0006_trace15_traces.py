@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0003_ui14_invitations_and_auto_suggest'),
+        ('annotate', '0005_suggest16_audit_exposure_abstain'),
     ]
 
     operations = [

@@ -1,0 +1,105 @@
+"""Reads for the exposure experiment: the arm a coding page offers, and the report's rows.
+
+The arm and the page-open time travel in a signed value (django.core.signing) that
+the coding form posts back, so opening a page writes nothing and the time to save
+is measured on the server's clock; annotate.services.exposure records it on save.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from django.core import signing
+
+from taxonomy.models import FailureType
+
+from .exposure import ExposureReport, ExposureRow, exposure_arm, exposure_report
+from .labels import final_labels
+from .models import Coding, CodingExposure, Episode, Study, SuggestionStatus
+
+SALT = "faultline.exposure"
+NAF = "(not a failure)"
+
+
+@dataclass(frozen=True)
+class Offer:
+    arm: str
+    token: str
+
+    @property
+    def guarded(self) -> bool:
+        """Suggestions wait for the coder's first choice in the `after` arm."""
+        return self.arm == "after"
+
+
+def exposure_offer(*, study: Study, coder, episode: Episode) -> Offer | None:
+    """The arm this coder is in for this episode, and the signed value the save posts back (None: no experiment)."""
+    if not study.exposure_experiment:
+        return None
+    stored = CodingExposure.objects.filter(episode=episode, coder=coder).values_list("arm", flat=True).first()
+    n_done = CodingExposure.objects.filter(episode__study=study, coder=coder).count()
+    arm = stored or exposure_arm(study.queue_seed, coder.pk, n_done)
+    token = signing.dumps({"e": episode.pk, "u": coder.pk, "a": arm, "t": round(time.time(), 3)}, salt=SALT)
+    return Offer(arm=arm, token=token)
+
+
+def suggestions_wait_for_choice(study: Study, offer: Offer | None) -> bool:
+    """The one rule for when suggestions wait for the coder's first choice: the study's guard, or the `after` arm."""
+    return study.suggestions_after_first_choice or (offer is not None and offer.guarded)
+
+
+def exposure_token_read(token: str, *, episode_id: int, coder_id: int) -> tuple[str, float] | None:
+    """(arm, opened at as a Unix time) from a page's signed value, if it is genuine and for this episode and coder."""
+    try:
+        data = signing.loads(token, salt=SALT)
+    except signing.BadSignature:
+        return None
+    if not isinstance(data, dict) or data.get("e") != episode_id or data.get("u") != coder_id:
+        return None
+    if data.get("a") not in ("before", "after") or not isinstance(data.get("t"), int | float):
+        return None
+    return data["a"], float(data["t"])
+
+
+def exposure_rows(study: Study) -> list[ExposureRow]:
+    """One row per recorded (episode, coder) of the experiment, with the coding and the final label."""
+    type_code = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
+    exposures = list(CodingExposure.objects.filter(episode__study=study).order_by("episode_id", "coder_id"))
+    if not exposures:
+        return []
+    ids = {x.episode_id for x in exposures}
+    codings = {
+        (c.episode_id, c.coder_id): c
+        for c in Coding.objects.filter(episode_id__in=ids).select_related("from_suggestion")
+    }
+    finals = {}
+    for episode, label in final_labels(study, Episode.objects.filter(pk__in=ids)):
+        if label.usable and not label.needs_new_type:
+            finals[episode.pk] = NAF if label.not_a_failure else type_code.get(label.failure_type_id)
+    rows = []
+    for x in exposures:
+        c = codings.get((x.episode_id, x.coder_id))
+        chosen = None
+        if c is not None and not c.needs_new_type:
+            chosen = NAF if c.not_a_failure else type_code.get(c.failure_type_id)
+        accepted = None
+        s = c.from_suggestion if c is not None else None
+        if s is not None and s.status == SuggestionStatus.ACCEPTED:
+            accepted = NAF if s.not_a_failure else type_code.get(s.failure_type_id)
+        rows.append(
+            ExposureRow(
+                episode_id=x.episode_id,
+                coder_id=x.coder_id,
+                arm=x.arm,
+                chosen_type=chosen,
+                final_type=finals.get(x.episode_id),
+                seconds_to_save=x.seconds_to_save,
+                accepted_type=accepted,
+            )
+        )
+    return rows
+
+
+def study_exposure_report(study: Study) -> ExposureReport:
+    return exposure_report(exposure_rows(study), seed=study.queue_seed)
