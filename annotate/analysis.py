@@ -27,6 +27,7 @@ from django.utils import timezone
 from taxonomy import stats
 from taxonomy.models import Axis, AxisValue, Category, FailureType
 
+from .attribution import attribution_document
 from .labels import final_labels
 from .models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
 
@@ -811,6 +812,7 @@ def agreement_document(study: Study, *, bootstrap: int = AGREEMENT_B, seed: int 
         "coders": [name for _, name in arr.coders],
         "axes": out_axes,
         "worst_types": worst,
+        "attribution": attribution_document(study, bootstrap=bootstrap, seed=seed, level=level),
         "generated_at": timezone.now().isoformat(),
     }
 

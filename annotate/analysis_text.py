@@ -120,7 +120,42 @@ def agreement_text(doc: dict) -> str:
         out += ["", "Least agreed failure types (specific agreement):"]
         for t in doc["worst_types"]:
             out.append(f"  {t['code']:8} {t['specific_agreement']:.2f} over {t['ratings']} ratings  {t['name']}")
+    out += attribution_text(doc.get("attribution"))
     return "\n".join(out)
+
+
+def _prop(p: dict) -> str:
+    if p["value"] is None:
+        return f"- (n={p['n']})"
+    return f"{100 * p['value']:.1f}% [{100 * p['ci_low']:.1f}, {100 * p['ci_high']:.1f}] ({p['k']}/{p['n']})"
+
+
+def attribution_text(a: dict | None) -> list[str]:
+    """Who and when: agreement on agent and step, accuracy against the reference (trace episodes only)."""
+    if not a or not a["trace_episodes"]:
+        return []
+    agent, step = a["agreement"]["agent"], a["agreement"]["step"]
+    out = ["", f"Attribution ({a['trace_episodes']} trace episodes)"]
+    if agent["status"] == "ok":
+        out.append(f"  responsible agent ({agent['n_episodes']} episodes): Fleiss' kappa {_est(agent['fleiss_kappa'])}"
+                   f", Krippendorff's alpha {_est(agent['krippendorff_alpha'])}")  # fmt: skip
+        for pair in agent["pairs"]:
+            out.append(f"    {pair['a']} x {pair['b']} (n={pair['n']}): Cohen's kappa {_est(pair['cohen_kappa'])}")
+    else:
+        out.append(f"  responsible agent: not enough data ({agent['reason']})")
+    if step["status"] == "ok":
+        head = f"  decisive step ({step['n_episodes']} episodes, {step['n_pairs']} coder pairs)"
+        out.append(f"{head}: exact {_est(step['exact'])}, ±1 {_est(step['within_1'])}, ±3 {_est(step['within_3'])}")
+    else:
+        out.append("  decisive step: not enough data (fewer than 2 episodes with steps from two coders)")
+    ref = a["reference"]
+    if ref["episodes"]:
+        out.append(f"  accuracy against the reference ({ref['episodes']} episodes with one):")
+        for r in ref["raters"]:
+            s = r["step"]
+            out.append(f"    {r['rater']:24} agent {_prop(r['agent'])} · step exact {_prop(s['exact'])}, "
+                       f"±1 {_prop(s['within_1'])}, ±3 {_prop(s['within_3'])}")  # fmt: skip
+    return out
 
 
 def coverage_text(doc: dict) -> str:

@@ -25,6 +25,9 @@ class _CodesForm(forms.Form):
     capability = forms.CharField(required=False, max_length=50)
     not_a_failure = forms.BooleanField(required=False)
     needs_new_type = forms.BooleanField(required=False)
+    # Who and when, for trace episodes (the service refuses them on documents without steps).
+    decisive_step = forms.IntegerField(required=False, min_value=0)
+    responsible_agent = forms.CharField(required=False, max_length=200)
 
     def __init__(self, *args, picker: Picker, **kwargs):
         super().__init__(*args, **kwargs)
@@ -137,6 +140,8 @@ class CodingForm(_CodesForm):
             evidence=d["evidence"],
             evidence_start=d["evidence_start"],
             evidence_end=d["evidence_end"],
+            decisive_step=d["decisive_step"],
+            responsible_agent=d["responsible_agent"].strip(),
         )
 
 
@@ -160,6 +165,8 @@ class AdjudicationForm(_CodesForm):
             not_a_failure=d["not_a_failure"],
             needs_new_type=d["needs_new_type"],
             rationale=d["rationale"].strip(),
+            decisive_step=d["decisive_step"],
+            responsible_agent=d["responsible_agent"].strip(),
         )
 
 

@@ -409,6 +409,8 @@ HISTORY_FIELDS = [
     ("evidence", "Evidence"),
     ("evidence_span", "Evidence offsets"),
     ("from_suggestion", "From suggestion"),
+    ("decisive_step", "Decisive step"),
+    ("responsible_agent", "Responsible agent"),
     ("rationale", "Rationale"),
 ]
 ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
@@ -436,6 +438,8 @@ def _history_value(record, name: str, picker: Picker) -> str:
     if not hasattr(record, name):
         return ""
     value = getattr(record, name)
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value or "")
@@ -497,4 +501,9 @@ def side_by_side(codings: list[Coding], picker: Picker) -> list[tuple[str, bool,
     # Confidence is no axis of agreement: the badge says "same" or nothing, never "= agree" for High vs Medium.
     same_confidence = len({c.confidence for c in codings}) <= 1
     rows.append(("Confidence", False if same_confidence else None, [c.get_confidence_display() for c in codings]))
+    if any(c.decisive_step is not None or c.responsible_agent for c in codings):
+        steps = ["—" if c.decisive_step is None else f"#{c.decisive_step}" for c in codings]
+        agents = [c.responsible_agent or "—" for c in codings]
+        rows.append(("Decisive step", len(set(steps)) > 1, steps))
+        rows.append(("Responsible agent", len({a.strip().lower() for a in agents}) > 1, agents))
     return rows

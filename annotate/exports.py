@@ -35,7 +35,8 @@ from taxonomy.models import AxisValue, FailureType
 from .labels import resolve_label
 from .models import Adjudication, Coding, Episode, Study, Suggestion
 
-FORMATS = ("jsonl", "csv", "parquet")
+# "cases": one regression case per coded trace episode (annotate.cases), as JSON Lines.
+FORMATS = ("jsonl", "csv", "parquet", "cases")
 CODERS_PSEUDONYMOUS = "pseudonymous"
 CODERS_USERNAMES = "usernames"
 DATASET_CODERS_GROUP = "dataset-coders"
@@ -516,8 +517,12 @@ def manifest(
 def export_stream(
     *, study: Study, episodes: QuerySet[Episode], fmt: str, coders: str, digest: Digest | None = None
 ) -> Iterator[bytes]:
-    """The JSONL or CSV export as byte chunks; pass a Digest to count and hash it on the way."""
+    """The JSONL, CSV or cases export as byte chunks; pass a Digest to count and hash it on the way."""
     digest = digest or Digest()
+    if fmt == "cases":
+        from .cases import case_rows
+
+        return digest.through(jsonl_chunks(digest.count(case_rows(study, episodes)), rows_per_chunk=5))
     rows = digest.count(export_rows(study, episodes, coders=coders))
     if fmt == "jsonl":
         return digest.through(jsonl_chunks(rows))

@@ -63,6 +63,7 @@ HANDLERS: dict[str, str] = {
     "retrain": "annotate.services.suggestions.job_retrain",
     "audit": "annotate.services.suggestions.job_audit",
     "import": "annotate.services.imports.job_import",
+    "import_traces": "annotate.services.traces.job_import_traces",
     "export_parquet": "annotate.services.datasets.job_export_parquet",
     "bootstrap": "annotate.analysis_tasks.job_bootstrap",
 }

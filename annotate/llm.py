@@ -516,3 +516,95 @@ class LLMSuggester:
 
         self.suggest_many(texts, keep, titles, episode_ids)
         return [a for a in out if a is not None]
+
+
+# --- step-level attribution of traces ------------------------------------------------------------
+
+ATTRIBUTION_SCHEMA_NAME = "faultline_attribution"
+ATTRIBUTION_STEPS = 400  # steps shown to the model (the first ones); the enum offers only these
+ATTRIBUTION_STEP_CHARS = 1200
+ATTRIBUTION_SYSTEM = (
+    "You attribute the failure of a multi-agent run. You get its steps, each as [index] agent · kind · name "
+    "and its text. Answer with the decisive step (the earliest step whose error caused the failure), the "
+    "agent responsible for it, a verbatim quote of at most 200 characters from that step's text as evidence, "
+    "and a one-sentence rationale."
+)
+
+
+def attribution_schema(indices: list[int], agents: list[str]) -> dict:
+    """Structured output: the step index is an enum of the trace's step indices, the agent of its agents."""
+    agent = {"type": "string", "enum": agents} if agents else {"type": "string"}
+    return {
+        "type": "object",
+        "properties": {
+            "decisive_step": {"type": "integer", "enum": indices},
+            "responsible_agent": agent,
+            "evidence": {"type": "string"},
+            "rationale": {"type": "string"},
+        },
+        "required": ["decisive_step", "responsible_agent", "evidence", "rationale"],
+        "additionalProperties": False,
+    }
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def trace_attribution(suggester: LLMSuggester, *, title: str, steps: list) -> dict:
+    """Ask for a trace's decisive step and responsible agent; validate both and the quote.
+
+    Returns {"step", "agent", "evidence", "evidence_flagged", "rationale", "error", "input_tokens",
+    "output_tokens"}. A step outside the enum or an unknown agent is an error (no attribution); a quote
+    that is not verbatim in the chosen step's text is dropped and flagged, as for type suggestions.
+    """
+    shown = steps[:ATTRIBUTION_STEPS]
+    indices = [s.index for s in shown]
+    agents = sorted({s.agent for s in shown if s.agent})
+    lines = [f"Task: {title}"] if title else []
+    for s in shown:
+        text = "\n".join(x for x in (s.input, s.output, s.error) if x)[:ATTRIBUTION_STEP_CHARS]
+        lines.append(f"[{s.index}] {s.agent or '-'} · {s.kind}{' · ' + s.name if s.name else ''}\n{text}")
+    schema = attribution_schema(indices, agents)
+    out = {"step": None, "agent": "", "evidence": "", "evidence_flagged": False, "rationale": "", "error": "",
+           "input_tokens": 0, "output_tokens": 0}  # fmt: skip
+    if not shown:
+        out["error"] = "the trace has no steps"
+        return out
+    try:
+        with study_slot(suggester.study_id, suggester.concurrency, hold_s=suggester.timeout * 2 + 5):
+            response = suggester.client.chat.completions.create(
+                model=suggester.model, temperature=0,
+                messages=[{"role": "system", "content": ATTRIBUTION_SYSTEM},
+                          {"role": "user", "content": "\n\n".join(lines)[:MAX_PROMPT_TEXT_CHARS * 4]}],
+                response_format={"type": "json_schema",
+                                 "json_schema": {"name": ATTRIBUTION_SCHEMA_NAME, "strict": True, "schema": schema}},
+            )  # fmt: skip
+    except openai.APIError as exc:
+        out["error"] = f"LLM request failed: {exc}"[:1000]
+        return out
+    usage = getattr(response, "usage", None)
+    out["input_tokens"] = int(getattr(usage, "prompt_tokens", 0) or 0)
+    out["output_tokens"] = int(getattr(usage, "completion_tokens", 0) or 0)
+    content = response.choices[0].message.content if response.choices else None
+    try:
+        data = json.loads(content or "")
+    except json.JSONDecodeError:
+        out["error"] = "the answer is not JSON"
+        return out
+    step = data.get("decisive_step") if isinstance(data, dict) else None
+    agent = data.get("responsible_agent") if isinstance(data, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step not in indices:
+        out["error"] = f"decisive_step {step!r} is not a step of the trace"
+        return out
+    if agents and agent not in agents:
+        out["error"] = f"responsible_agent {agent!r} is not an agent of the trace"
+        return out
+    chosen = shown[indices.index(step)]
+    quote = str(data.get("evidence") or "").strip()
+    step_text = _squash("\n".join((chosen.input, chosen.output, chosen.error)))
+    if quote and _squash(quote) not in step_text:
+        out["evidence_flagged"], quote = True, ""
+    out.update(step=step, agent=str(agent or chosen.agent), evidence=quote,
+               rationale=str(data.get("rationale") or "")[:2000])  # fmt: skip
+    return out

@@ -133,6 +133,7 @@ class DocumentKind(models.TextChoices):
     GITHUB_ISSUE = "github_issue", "GitHub issue"
     LITERATURE = "literature", "Literature record"
     INCIDENT = "incident", "Incident"
+    TRACE = "trace", "Agent trace"
 
 
 class TriageStatus(models.TextChoices):
@@ -212,6 +213,10 @@ class Episode(models.Model):
     n_codings = models.PositiveIntegerField(default=0)
     # Position in the random queue order, derived from the study's stored seed.
     queue_key = models.BigIntegerField(default=0)
+    # A published attribution that came with the imported file (Who&When's mistake agent and
+    # step, MAST's annotators' failure modes). Never a coding; hidden from blind coders until
+    # they have saved their own (annotate.coding_selectors.reference_visible).
+    reference = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -283,6 +288,9 @@ class Suggestion(models.Model):
     abstain_reason = models.CharField(max_length=300, blank=True)
     # All validated candidates, best first (up to 3), as codes.
     candidates = models.JSONField(default=list, blank=True)
+    # Step-level attribution for traces: the step index and the agent the suggester blames.
+    decisive_step = models.PositiveIntegerField(null=True, blank=True)
+    responsible_agent = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=10, choices=SuggestionStatus.choices, default=SuggestionStatus.PENDING)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
@@ -331,6 +339,10 @@ class Coding(models.Model):
     from_suggestion = models.ForeignKey(
         Suggestion, null=True, blank=True, on_delete=models.SET_NULL, related_name="codings"
     )
+    # Who and when (trace episodes only): the step that decided the failure and the agent to blame.
+    decisive_step = models.PositiveIntegerField(null=True, blank=True)
+    responsible_agent = models.CharField(max_length=200, blank=True)
+
     # Optimistic locking: a save must name the version it was built on.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -366,6 +378,9 @@ class Adjudication(models.Model):
     capability = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     not_a_failure = models.BooleanField(default=False)
     needs_new_type = models.BooleanField(default=False)
+    # Who and when (trace episodes only): the step that decided the failure and the agent to blame.
+    decisive_step = models.PositiveIntegerField(null=True, blank=True)
+    responsible_agent = models.CharField(max_length=200, blank=True)
     rationale = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -497,6 +512,8 @@ class Artifact(models.Model):
         TRACE = "trace", "Trace"
 
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="artifacts")
+    # The trace step that produced it: linking it is what makes a tool call's effect evidenced.
+    step = models.ForeignKey("TraceStep", null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=300)
     content = models.TextField(blank=True)
@@ -621,3 +638,54 @@ class SuggesterAudit(models.Model):
 
     def __str__(self) -> str:
         return f"audit of {self.backend} for {self.study_id}"
+
+
+class StepKind(models.TextChoices):
+    MESSAGE = "message", "Message"
+    LLM_CALL = "llm_call", "LLM call"
+    TOOL_CALL = "tool_call", "Tool call"
+    TOOL_RESULT = "tool_result", "Tool result"
+    HANDOFF = "handoff", "Handoff"
+    OTHER = "other", "Other"
+
+
+class StepStatus(models.TextChoices):
+    UNSET = "", "Unset"
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+
+
+class TraceStep(models.Model):
+    """One step of an agent trace (a span, a message), in trace order.
+
+    Steps are addressed by `index` (0-based, the order of the source file), which is what
+    codings, references and suggestions name as the decisive step. The tree is kept as
+    `parent_index`/`depth`, so a window of steps renders without walking the table.
+    """
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    parent_index = models.PositiveIntegerField(null=True, blank=True)
+    depth = models.PositiveSmallIntegerField(default=0)
+    span_id = models.CharField(max_length=100, blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=12, choices=StepKind.choices, default=StepKind.OTHER)
+    name = models.CharField(max_length=500, blank=True)
+    input = models.TextField(blank=True)
+    output = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=StepStatus.choices, blank=True)
+    error = models.TextField(blank=True)
+    # A tool call: the index of its result step, if the trace recorded one as a separate step,
+    # and whether it ran at all (a result, or a finished span). A tool result: its call's index.
+    paired_index = models.PositiveIntegerField(null=True, blank=True)
+    ran = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "index"], name="tracestep_document_index_unique")]
+        indexes = [models.Index(fields=["document", "span_id"])]
+        ordering = ["document_id", "index"]
+
+    def __str__(self) -> str:
+        return f"step {self.index} ({self.kind}) of {self.document_id}"

@@ -17,6 +17,7 @@ from .views import analysis as analysis_views
 from .views import documents as document_views
 from .views import incidents as incident_views
 from .views import suggestions as suggestion_views
+from .views import traces as trace_views
 from .views import webhook_settings as webhook_views
 
 urlpatterns = [
@@ -57,6 +58,13 @@ urlpatterns = [
         name="document_episode_delete",
     ),
     path("studies/<slug:slug>/import/", document_views.study_import, name="study_import"),
+    path("studies/<slug:slug>/traces/import/", trace_views.trace_upload, name="trace_upload"),
+    path("studies/<slug:slug>/documents/<int:pk>/trace/", trace_views.trace_steps, name="trace_steps"),
+    path(
+        "studies/<slug:slug>/documents/<int:pk>/trace/<int:index>/<str:part>/",
+        trace_views.trace_step_text,
+        name="trace_step_text",
+    ),
     path("jobs/<int:pk>/", jobs.job_status, name="job_status"),
     path("studies/<slug:slug>/jobs/", jobs.study_job_list, name="study_job_list"),
     path("studies/<slug:slug>/analysis/", analysis_views.analysis_page, name="analysis_page"),

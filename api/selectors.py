@@ -73,7 +73,7 @@ def incidents_for(user) -> QuerySet[Document]:
         Document.objects.filter(kind=DocumentKind.INCIDENT, study__memberships__user=user)
         .select_related("study", "assignee")
         .prefetch_related(
-            Prefetch("artifacts", queryset=Artifact.objects.order_by("id")),
+            Prefetch("artifacts", queryset=Artifact.objects.select_related("step").order_by("id")),
             Prefetch("triage_events", queryset=TriageEvent.objects.select_related("actor", "assignee")),
             Prefetch("episodes", queryset=Episode.objects.order_by("order")),
         )

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from .views import analysis, codebooks, exports, incidents, jobs, studies, suggestions
+from .views import analysis, codebooks, exports, incidents, jobs, studies, suggestions, traces
 
 router = DefaultRouter()
 router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")
@@ -19,6 +19,8 @@ v1_paths = [
     path("studies/<slug:slug>/import/", jobs.ImportStart.as_view(), name="api-import"),
     path("studies/<slug:slug>/suggest/", jobs.SuggestStart.as_view(), name="api-suggest"),
     path("studies/<slug:slug>/analysis/", jobs.AnalysisStart.as_view(), name="api-analysis"),
+    path("studies/<slug:slug>/traces/", traces.TraceImport.as_view(), name="api-traces"),
+    path("studies/<slug:slug>/traces/<int:pk>/steps/", traces.TraceSteps.as_view(), name="api-trace-steps"),
     path("jobs/<int:pk>/", jobs.JobDetail.as_view(), name="api-job"),
     path("studies/<slug:slug>/matrix/", analysis.MatrixView.as_view(), name="api-matrix"),
     path("studies/<slug:slug>/agreement/", analysis.AgreementView.as_view(), name="api-agreement"),

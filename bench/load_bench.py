@@ -28,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -207,6 +208,9 @@ def start_processes(port: int, queue: str, env: dict, beat: bool = False) -> lis
         except httpx.HTTPError:
             pass
         time.sleep(0.3)
+    for proc in procs:  # never leave them running
+        proc.kill()
+        proc.wait(timeout=10)
     raise RuntimeError("gunicorn did not come up; see bench/load_web.log")
 
 
@@ -410,7 +414,12 @@ def main() -> None:
     creds = setup_database(admin_url, db_name, episodes, coders)
     env["DATABASE_URL"] = os.environ["DATABASE_URL"]
     port = free_port()
-    procs = start_processes(port, queue, env, beat=redis is not None)
+    try:
+        procs = start_processes(port, queue, env, beat=redis is not None)
+    except RuntimeError:
+        if redis is not None:
+            redis.stop()
+        raise
     base = f"http://127.0.0.1:{port}"
     codes = {"failure_type": "TUS-03", "source": "agent_design", "stage": "iterative_execution",
              "capability": "actuation"}  # fmt: skip
@@ -445,6 +454,7 @@ def main() -> None:
                 p.kill()
         if redis is not None:
             redis.stop()
+            shutil.rmtree(redis.dir, ignore_errors=True)
 
     result = verify(rec, k=2)
     rps = rec.requests / elapsed

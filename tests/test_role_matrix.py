@@ -12,7 +12,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
-from annotate.models import Artifact, Document, Job, Suggestion
+from annotate.models import Artifact, Document, Job, Suggestion, TraceStep
 from annotate.services.studies import CodingValues, coding_save
 from annotate.services.tokens import token_create
 
@@ -90,6 +90,10 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "password_reset_complete": ("GET", (200, 200, 200, 200, 200), {}),
     "favicon": ("GET", (301, 301, 301, 301, 301), {}),
     "coding_progress": ("GET", PAGE_WRITE, {}),
+    # Agent traces (issue 15): the viewer's windows and a step's whole text are read like the episode page.
+    "trace_upload": ("POST", (LOGIN, 404, 403, 403, 400), {}),  # no file: 400 with the message
+    "trace_steps": ("GET", PAGE_READ, {}),
+    "trace_step_text": ("GET", PAGE_READ, {}),
     "incident_code": ("POST", POST_WRITE, {}),  # an empty form: back to the incident with the errors
     # The REST API: no credentials 401, non-member 404, viewer writing 403.
     "api-root": ("GET", API_ANY, {}),
@@ -116,6 +120,8 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "api-suggestion-quality": ("GET", API_READ, {}),
     "api-exposure": ("GET", API_READ, {}),
     "api-audits": ("GET", API_READ, {}),
+    "api-traces": ("POST", (401, 404, 403, 403, 400), {"json": {}}),
+    "api-trace-steps": ("GET", API_READ, {}),
     "incident-list": ("GET", (401, 200, 200, 200, 200), {}),  # each sees only their studies' incidents
     "incident-detail": ("GET", API_READ, {}),
     "incident-triage": ("POST", (401, 404, 403, 200, 200), {"json": {"status": "triaged", "assignee": "bob"}}),
@@ -153,6 +159,7 @@ def world(study, other_study, alice, bob, vera, charlie, make_episode, codes):
     incident = make_episode(study, kind="incident", cluster="checkout-agent").document
     Document.objects.filter(pk=incident.pk).update(triage_status="new")
     Artifact.objects.create(document=incident, kind="log", name="a.log", content="x")
+    TraceStep.objects.create(document=ep.document, index=0, agent="planner", kind="message", input="hello")
     suggestion = Suggestion.objects.create(
         episode=ep, backend="local", model="m", prompt_version="p", cache_key="k", failure_type=values.failure_type,
         source=values.source, stage=values.stage, capability=values.capability, confidence=0.5,
@@ -175,7 +182,7 @@ def kwargs_for(name: str, pattern, w) -> dict:
     values = {
         "slug": w["slug"], "code": "TUS-03", "kind": "github_issue", "stage": "iterative_execution",
         "capability": "actuation", "name": "difference", "fmt": "json", "episode_pk": w["episode"].pk,
-        "token": "not-a-token", "uidb64": "MQ",
+        "token": "not-a-token", "uidb64": "MQ", "index": 0, "part": "input",
     }  # fmt: skip
     pk = {
         "codebook_detail": w["codebook"].pk, "type_detail": w["codebook"].pk, "codebook_diff": w["codebook"].pk,
@@ -187,6 +194,7 @@ def kwargs_for(name: str, pattern, w) -> dict:
         "incident-triage": w["incident"].pk, "suggestion_reject": w["suggestion"].pk,
         "profile_token_revoke": w["token"].pk, "incident_code": w["incident"].pk,
         "member_update": w["vera_membership"], "member_remove": w["vera_membership"], "invitation_revoke": 999999,
+        "trace_steps": w["document"].pk, "trace_step_text": w["document"].pk, "api-trace-steps": w["document"].pk,
     }.get(name, w["episode"].pk)  # fmt: skip
     if name == "password_reset_confirm":
         values["token"] = "set-password"

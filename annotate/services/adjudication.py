@@ -10,7 +10,7 @@ from django.db import transaction
 from taxonomy.models import AxisValue, FailureType
 
 from ..models import Adjudication, Coding, Episode, EpisodeStatus
-from .studies import CodingValues, coding_values_validate
+from .studies import CodingValues, attribution_validate, coding_values_validate
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class AdjudicationValues:
     not_a_failure: bool = False
     needs_new_type: bool = False
     rationale: str = ""
+    decisive_step: int | None = None
+    responsible_agent: str = ""
 
 
 @transaction.atomic
@@ -50,6 +52,12 @@ def adjudication_save(*, episode: Episode, adjudicator, values: AdjudicationValu
         )
     except ValidationError as exc:
         errors.update({k: v[0] for k, v in exc.message_dict.items() if k != "not_a_failure_reason"})
+    try:
+        attribution_validate(
+            decisive_step=values.decisive_step, responsible_agent=values.responsible_agent, document=episode.document
+        )
+    except ValidationError as exc:
+        errors.update({k: v[0] for k, v in exc.message_dict.items()})
     locked = Episode.objects.select_for_update().get(pk=episode.pk)
     if not Coding.objects.filter(episode=locked).exists():
         errors["__all__"] = "This episode has no codings to adjudicate."
@@ -70,6 +78,8 @@ def adjudication_save(*, episode: Episode, adjudicator, values: AdjudicationValu
     adjudication.not_a_failure = values.not_a_failure
     adjudication.needs_new_type = values.needs_new_type and not values.not_a_failure
     adjudication.rationale = values.rationale.strip()
+    adjudication.decisive_step = None if values.not_a_failure else values.decisive_step
+    adjudication.responsible_agent = "" if values.not_a_failure else values.responsible_agent.strip()
     adjudication._history_user = adjudicator
     adjudication.save()
     Episode.objects.filter(pk=locked.pk).update(status=EpisodeStatus.ADJUDICATED)

@@ -32,7 +32,9 @@ from ..models import (
     TriageStatus,
 )
 from ..render import safe_link
+from ..traces import TraceArtifact, trace_summary
 from .studies import queue_key_for
+from .traces import artifacts_link, steps_write, trace_steps_of_value
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,9 @@ class IncidentArtifact:
     name: str
     content: str = ""
     url: str = ""
+    # The trace step that produced it, by span id or step index (see annotate.services.traces).
+    span_id: str = ""
+    step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,8 @@ def incident_validate(data: IncidentData) -> None:
             errors[f"artifacts[{n}].content"] = f"At most {MAX_ARTIFACT_CHARS} characters."
         if a.url and not safe_link(a.url):
             errors[f"artifacts[{n}].url"] = "Only http and https links."
+        if (a.span_id or a.step is not None) and data.trace is None:
+            errors[f"artifacts[{n}]"] = "span_id and step name a step of the trace: send the trace too."
     if errors:
         raise ValidationError(errors)
 
@@ -158,6 +165,7 @@ def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult
     stored one is returned with created=False.
     """
     incident_validate(data)
+    steps = trace_steps_of_value(data.trace) if data.trace is not None else []
     if data.external_id:
         stored = _incident_stored(study, data.external_id)
         if stored is not None:
@@ -173,9 +181,12 @@ def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult
         return stored
     episode = Episode.objects.create(document=document, study=study)
     Episode.objects.filter(pk=episode.pk).update(queue_key=queue_key_for(study, episode.pk))
-    Artifact.objects.bulk_create(
-        Artifact(document=document, kind=a.kind, name=a.name[:300], content=a.content, url=a.url)
-        for a in data.artifacts
+    if steps:
+        steps_write(document_id=document.pk, steps=steps)
+        Document.objects.filter(pk=document.pk).update(meta={**document.meta, "trace": trace_summary(steps)})
+    artifacts_link(
+        document=document,
+        artifacts=[TraceArtifact(a.kind, a.name, a.content, a.url, a.span_id, a.step) for a in data.artifacts],
     )
     TriageEvent.objects.create(document=document, actor=user, from_status="", to_status=TriageStatus.NEW)
     return IncidentResult(document, episode, True, _queue_suggestion(study, user, episode))

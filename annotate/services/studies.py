@@ -85,6 +85,8 @@ class CodingValues:
     evidence: str = ""
     evidence_start: int | None = None
     evidence_end: int | None = None
+    decisive_step: int | None = None
+    responsible_agent: str = ""
 
 
 CODING_FIELDS = list(CodingValues.__dataclass_fields__)
@@ -114,6 +116,27 @@ def coding_values_validate(*, values: CodingValues, codebook_id: int) -> None:
         values.evidence_start is not None and values.evidence_end < values.evidence_start
     ):
         errors["evidence"] = "Evidence offsets must be a start and an end, in order."
+    if errors:
+        raise ValidationError(errors)
+
+
+def attribution_validate(*, decisive_step: int | None, responsible_agent: str, document) -> None:
+    """Field errors for a decisive step or responsible agent the episode's document cannot have.
+
+    Only documents with trace steps take an attribution, and the step must be one of the trace's.
+    """
+    if decisive_step is None and not responsible_agent:
+        return
+    n_steps = int(((document.meta or {}).get("trace") or {}).get("steps") or 0)
+    errors = {}
+    if n_steps == 0:
+        errors["decisive_step" if decisive_step is not None else "responsible_agent"] = (
+            "This document has no trace steps: it takes no decisive step or responsible agent."
+        )
+    elif decisive_step is not None and not 0 <= decisive_step < n_steps:
+        errors["decisive_step"] = f"The trace has steps 0 to {n_steps - 1}; there is no step {decisive_step}."
+    if len(responsible_agent) > 200:
+        errors["responsible_agent"] = "At most 200 characters."
     if errors:
         raise ValidationError(errors)
 
@@ -176,6 +199,10 @@ def coding_write(
     """coding_save's work, for callers already inside a transaction (`locked`: they hold the episode's row lock)."""
     study = episode.study
     coding_values_validate(values=values, codebook_id=study.codebook_id)
+    if values.decisive_step is not None or values.responsible_agent:
+        attribution_validate(
+            decisive_step=values.decisive_step, responsible_agent=values.responsible_agent, document=episode.document
+        )
     if values.not_a_failure:
         values = CodingValues(
             not_a_failure=True,

@@ -41,6 +41,7 @@ from ..models import (
     SuggestionStatus,
 )
 from ..suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
+from .traces import suggestions_attribute
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +379,9 @@ def suggestions_make(
             if checkpointed:
                 job_checkpoint_save(job=job, checkpoint={"suggest": plan}, done=plan["done"], total=total)
 
-        _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job, on_stored=record)
+        stored = _store(items=results, suggester=suggester, codes=codes, existing=existing, job=job, on_stored=record)
+        # After the rows' transaction: the openai backend's attribution is a request of its own.
+        counts["attributed"] = counts.get("attributed", 0) + suggestions_attribute(rows=stored, suggester=suggester)
         progress(plan["done"], total)
     return {
         "episodes": total,

@@ -111,7 +111,7 @@ def _values(row: Row, codes) -> dict:
 
 def expected_counts(rows: list[Row]) -> dict[str, list[list[int]]]:
     """Matrices by kind, straight from the spec: usable primary failure labels only."""
-    out = {k: [[0] * len(CAPS) for _ in STAGES] for k in ("github_issue", "literature", "incident")}
+    out = {k: [[0] * len(CAPS) for _ in STAGES] for k in ("github_issue", "literature", "incident", "trace")}
     for row in rows:
         if row.split != "primary" or row.how in ("disagree", "uncoded", "single", "naf"):
             continue

@@ -69,6 +69,8 @@ class FakeLLMServer(ThreadingHTTPServer):
         self.max_inflight = 0
         self.prompt_tokens = 1200
         self.completion_tokens = 150
+        # Trace attribution requests (schema "faultline_attribution"): a callable of the request.
+        self.attribution: Callable[[dict], dict] | None = None
 
     @property
     def base_url(self) -> str:
@@ -132,6 +134,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, srv: FakeLLMServer, mode: str, request: dict) -> None:
         if srv.delay_s:
             time.sleep(srv.delay_s)
+        schema = (request.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == "faultline_attribution" and srv.attribution is not None:
+            self._send(200, _completion(request, json.dumps(srv.attribution(request)), srv))
+            return
         text = episode_from(request)
         if mode == "429":
             self._error(429, "Rate limit reached for requests", "rate_limit_error", {"retry-after": "0"})

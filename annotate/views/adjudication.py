@@ -26,6 +26,7 @@ from ..coding_selectors import (
 from ..labels import disagreeing_axes
 from ..models import Adjudication, Study
 from ..services.adjudication import adjudication_save
+from ..trace_selectors import has_steps, trace_summary_of, trace_window
 from .coding import DISPLAY_LIMIT, axis_groups, episode_text, study_episode
 
 PAGE = 25
@@ -70,6 +71,7 @@ def _initial(codings, adjudication: Adjudication | None, source_coding, picker: 
         values["failure_type"] = picker.type_code(base.failure_type_id)
         values.update(not_a_failure=base.not_a_failure, needs_new_type=base.needs_new_type)
         values["rationale"] = adjudication.rationale if adjudication else ""
+        values.update(_attribution_of(base))
         return values
     split = set(disagreeing_axes(codings))
     first = codings[0] if codings else None
@@ -78,7 +80,15 @@ def _initial(codings, adjudication: Adjudication | None, source_coding, picker: 
         for a in ("source", "stage", "capability"):
             values[a] = "" if a in split else picker.axis_code(getattr(first, f"{a}_id"))
         values["failure_type"] = "" if "failure_type" in split else picker.type_code(first.failure_type_id)
+        if len({(c.decisive_step, c.responsible_agent.strip().lower()) for c in codings}) == 1:
+            values.update(_attribution_of(first))
     return values
+
+
+def _attribution_of(row) -> dict:
+    """A coding's or adjudication's attribution as form values (empty when it has none)."""
+    step = row.decisive_step
+    return {"decisive_step": "" if step is None else step, "responsible_agent": row.responsible_agent}
 
 
 @require_http_methods(["GET", "POST"])
@@ -109,6 +119,8 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
         "text": episode_text(episode)[:DISPLAY_LIMIT], "groups": axis_groups(picker, values, form.errors),
         "type_options": picker.type_options(values.get("failure_type")),
         "left": disagreeing_episodes(study).count(),
+        "trace_agents": trace_summary_of(episode.document).get("agents") if has_steps(episode.document) else None,
+        "trace": trace_window(episode.document) if has_steps(episode.document) else None,
     }  # fmt: skip
     return render(request, "annotate/adjudicate.html", context, status=400 if request.method == "POST" else 200)
 

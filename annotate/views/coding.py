@@ -19,13 +19,15 @@ from ..models import Coding, Confidence, Episode, Study
 from ..services.exposure import exposure_record
 from ..services.queue import EpisodeFull, coding_submit, lease_claim
 from ..services.studies import CodingConflict
+from ..trace_selectors import trace_summary_of, trace_window
 
 # Rendering a multi-megabyte pasted log would stall the page; the coder gets the
 # head of it and the link to the original.
 DISPLAY_LIMIT = 100_000
 FORM_FIELDS = (
     "failure_type", "source", "stage", "capability", "not_a_failure", "not_a_failure_reason",
-    "needs_new_type", "confidence", "memo", "evidence", "version", "from_suggestion",
+    "needs_new_type", "confidence", "memo", "evidence", "version", "from_suggestion", "decisive_step",
+    "responsible_agent",
 )  # fmt: skip
 
 
@@ -64,6 +66,8 @@ def _values_of(coding: Coding | None, picker: Picker) -> dict:
         "evidence": coding.evidence,
         "version": coding.version,
         "from_suggestion": coding.from_suggestion_id or "",
+        "decisive_step": "" if coding.decisive_step is None else coding.decisive_step,
+        "responsible_agent": coding.responsible_agent,
     }
 
 
@@ -93,8 +97,24 @@ def _render(request, study, episode, picker, mine, values, *, status=200, **extr
     }  # fmt: skip
     offer = exposure_offer(study=study, coder=request.user, episode=episode)
     context.update(suggest_guard=suggestions_wait_for_choice(study, offer), exposure_token=offer.token if offer else "")
+    context.update(_trace_context(request, episode, visible))
     template = "annotate/partials/_coding_panel.html" if request.htmx else "annotate/coding.html"
     return render(request, template, context, status=status)
+
+
+def _trace_context(request, episode: Episode, visible: bool) -> dict:
+    """The trace viewer's first window (full page only), its agents for the form, and the reference if visible."""
+    document = episode.document
+    summary = trace_summary_of(document)
+    reference = episode.reference or None
+    out = {
+        "trace_agents": summary.get("agents", []) if summary else None,
+        "reference": reference if visible else None,
+        "reference_hidden": bool(reference) and not visible,
+    }
+    if summary and not request.htmx:
+        out["trace"] = trace_window(document)
+    return out
 
 
 @require_http_methods(["GET", "POST"])

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from ..access import study_view
 from ..coding_selectors import codebook_picker, codings_visible, episode_codings, episode_history
 from ..models import Adjudication, Role, Study
+from ..trace_selectors import has_steps, trace_window
 from .coding import DISPLAY_LIMIT, episode_text, study_episode
 
 
@@ -31,5 +32,8 @@ def episode_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
         "truncated": len(text) > DISPLAY_LIMIT,
         "adjudication": adjudication if visible else None,
         "history": episode_history(episode, picker) if is_owner else None,
+        "trace": trace_window(episode.document) if has_steps(episode.document) else None,
+        "reference": (episode.reference or None) if visible else None,
+        "reference_hidden": bool(episode.reference) and not visible,
     }  # fmt: skip
     return render(request, "annotate/episode.html", context)

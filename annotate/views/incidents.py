@@ -20,6 +20,7 @@ from ..models import Coding, Confidence, Document, DocumentKind, Episode, Member
 from ..services.incidents import SEVERITIES, incident_move
 from ..services.queue import EpisodeFull, coding_submit
 from ..services.studies import CodingConflict
+from ..trace_selectors import has_steps, trace_window
 from .coding import episode_text
 
 # A screenshot sent inline is shown only if it is plainly a base64 raster image.
@@ -98,7 +99,8 @@ def incident_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse
         "responsibility": responsibilities(study, [document])[document.pk],
         "artifacts": _artifact_views(document),
         "events": document.triage_events.select_related("actor", "assignee"),
-        "trace": json.dumps(trace, indent=2, ensure_ascii=False)[:SHOW_CHARS] if trace is not None else "",
+        "trace_json": json.dumps(trace, indent=2, ensure_ascii=False)[:SHOW_CHARS] if trace is not None else "",
+        "trace": trace_window(document) if has_steps(document) else None,
         "similar": similar_incidents(study, document),
         "statuses": TriageStatus.choices,
         "assignees": [m.user for m in Membership.objects.filter(study=study, role__in=(Role.OWNER, Role.CODER))

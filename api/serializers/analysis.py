@@ -93,7 +93,7 @@ def grid(help_text: str, null: bool = True):
 
 
 class KindSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["github_issue", "literature", "incident"])
+    kind = serializers.ChoiceField(choices=["github_issue", "literature", "incident", "trace"])
     label = serializers.CharField()
     status = serializers.CharField(help_text='"ok", or "not_enough_data" (see reason).')
     reason = serializers.CharField()
@@ -250,6 +250,11 @@ class AgreementDocumentSerializer(serializers.Serializer):
     coders = serializers.ListField(child=serializers.CharField())
     axes = AxisAgreementSerializer(many=True)
     worst_types = WorstTypeSerializer(many=True)
+    attribution = serializers.DictField(
+        help_text="Trace episodes: agreement on the responsible agent (kappa, alpha) and the decisive step (exact, "
+        "within 1 and 3 steps), and accuracy of each coder, the final labels and each suggester against the "
+        "reference attribution (Wilson intervals, with n)."
+    )
     generated_at = serializers.DateTimeField()
 
 

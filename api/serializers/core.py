@@ -192,7 +192,8 @@ class CodingSerializer(serializers.ModelSerializer):
         fields = [
             "id", "episode", "coder", "coder_username", "failure_type", "source", "stage", "capability",
             "not_a_failure", "not_a_failure_reason", "needs_new_type", "confidence", "memo", "evidence",
-            "evidence_start", "evidence_end", "from_suggestion", "version", "created_at", "updated_at",
+            "evidence_start", "evidence_end", "decisive_step", "responsible_agent", "from_suggestion", "version",
+            "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
         extra_kwargs = {
@@ -207,6 +208,8 @@ class CodingSerializer(serializers.ModelSerializer):
             "evidence_start": {"help_text": "Start offset of the evidence in the episode text."},
             "evidence_end": {"help_text": "End offset of the evidence in the episode text."},
             "from_suggestion": {"help_text": "The suggestion this coding was built from, if any."},
+            "decisive_step": {"help_text": "Trace episodes: the index of the step that decided the failure."},
+            "responsible_agent": {"help_text": "Trace episodes: the agent responsible for the failure."},
             "version": {"help_text": "Optimistic-locking version: send it back when you update."},
             "created_at": {"help_text": "When the coding was created."},
             "updated_at": {"help_text": "When it last changed."},
@@ -290,6 +293,13 @@ class CodingWriteSerializer(serializers.Serializer):
     )
     evidence_end = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, help_text="End offset of the evidence."
+    )
+    decisive_step = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0,
+        help_text="Trace episodes only: the index of the step that decided the failure.",
+    )  # fmt: skip
+    responsible_agent = serializers.CharField(
+        default="", allow_blank=True, max_length=200, help_text="Trace episodes only: the agent responsible."
     )
     version = serializers.IntegerField(
         required=False,

@@ -20,10 +20,19 @@ class ArtifactInSerializer(serializers.Serializer):
     url = serializers.URLField(
         required=False, allow_blank=True, max_length=1000, help_text="Where the artifact lives (http or https)."
     )
+    span_id = serializers.CharField(
+        required=False, allow_blank=True, max_length=100,
+        help_text="The span of the trace that produced it (links it to that step: the tool call's effect).",
+    )  # fmt: skip
+    step = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="Or the index of the trace step that produced it."
+    )
 
     def validate(self, attrs):
         if bool(attrs.get("content")) == bool(attrs.get("url")):
             raise serializers.ValidationError("Give either content or a url.")
+        if attrs.get("span_id") and attrs.get("step") is not None:
+            raise serializers.ValidationError("Give span_id or step, not both.")
         return attrs
 
 
@@ -59,9 +68,12 @@ class IncidentInSerializer(serializers.Serializer):
 
 
 class ArtifactSerializer(serializers.ModelSerializer):
+    step = serializers.IntegerField(source="step.index", default=None, read_only=True, help_text="Its step's index.")
+    span_id = serializers.CharField(source="step.span_id", default="", read_only=True, help_text="Its step's span.")
+
     class Meta:
         model = Artifact
-        fields = ["id", "kind", "name", "content", "url", "created_at"]
+        fields = ["id", "kind", "name", "content", "url", "step", "span_id", "created_at"]
         extra_kwargs = {
             "id": {"help_text": "Identifier."},
             "kind": {"help_text": "diff, test_result, log, db_change, screenshot or trace."},

@@ -21,7 +21,7 @@ def test_it_serves_the_matrix_document_to_a_token_holding_member(paper, vera, as
     assert doc["schema"] == "faultline.analysis/1"
     assert (doc["parameters"]["bootstrap"], doc["parameters"]["seed"]) == (300, 4)
     assert doc["contrast"]["cell"] == {"stage": "iterative_execution", "capability": "actuation"}
-    assert [k["kind"] for k in doc["kinds"]] == ["github_issue", "literature", "incident"]
+    assert [k["kind"] for k in doc["kinds"]] == ["github_issue", "literature", "incident", "trace"]
     again = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=300&seed=4&cell=iterative_execution:actuation")
     assert {k: v for k, v in again.json().items() if k != "generated_at"} == {
         k: v for k, v in doc.items() if k != "generated_at"

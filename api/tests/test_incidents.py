@@ -210,3 +210,30 @@ def test_backoff_doubles(settings):
 
     settings.FAULTLINE_WEBHOOK_BACKOFF_S = 30
     assert [webhook_backoff(n) for n in (1, 2, 3)] == [30, 60, 120]
+
+
+def test_an_incident_trace_gets_steps_and_its_artifacts_sit_under_their_span(as_user, bob, study, eager):
+    from annotate.models import TraceStep
+    from annotate.tests.trace_fixtures import otlp_trace
+    from annotate.trace_selectors import trace_window
+
+    client = as_user(bob)
+    payload = _incident(
+        trace=otlp_trace(), external_id="inc-trace-1",
+        artifacts=[{"kind": "diff", "name": "app.py", "content": "+x", "span_id": "t1"},
+                   {"kind": "log", "name": "deploy.log", "content": "none", "step": 3}],
+    )  # fmt: skip
+    response = client.post("/api/v1/incidents/", payload, format="json")
+    assert response.status_code == 201, response.content
+    doc = Document.objects.get(external_id="inc-trace-1")
+    assert TraceStep.objects.filter(document=doc).count() == 7
+    body = response.json()
+    assert {a["name"]: (a["span_id"], a["step"]) for a in body["artifacts"]} == {
+        "app.py": ("t1", 4),
+        "deploy.log": ("c1/call_2", 3),
+    }
+    ev = {r.step.name: r.evidence for r in trace_window(doc).rows if r.evidence}
+    assert ev["run_tests"] == "effect" and ev["deploy"] == "effect" and ev["notify"] == "requested"
+    bad = _incident(trace=otlp_trace(), artifacts=[{"kind": "diff", "name": "x", "content": "y", "span_id": "zz"}])
+    response = client.post("/api/v1/incidents/", bad, format="json")
+    assert response.status_code == 400 and "artifacts[0].span_id" in response.json()

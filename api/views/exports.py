@@ -28,7 +28,12 @@ from .. import selectors
 from ..permissions import StudyMember, study_membership
 from ..serializers.core import JobSerializer
 
-MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
+MEDIA = {
+    "jsonl": "application/x-ndjson",
+    "csv": "text/csv",
+    "parquet": "application/vnd.apache.parquet",
+    "cases": "application/x-ndjson",
+}
 
 
 class _JsonOnly(BaseContentNegotiation):
@@ -42,7 +47,11 @@ class _JsonOnly(BaseContentNegotiation):
 
 
 class ExportParams(serializers.Serializer):
-    format = serializers.ChoiceField(choices=exports.FORMATS, default="jsonl", help_text="jsonl, csv or parquet.")
+    format = serializers.ChoiceField(
+        choices=exports.FORMATS,
+        default="jsonl",
+        help_text="jsonl, csv, parquet, or cases (one regression case per coded trace episode, as JSON Lines).",
+    )
     coders = serializers.ChoiceField(
         choices=[exports.CODERS_PSEUDONYMOUS, exports.CODERS_USERNAMES],
         default=exports.CODERS_PSEUDONYMOUS,
@@ -105,7 +114,9 @@ class ExportView(APIView):
             "studies and built by a job (202) for large ones. Accepts the episode list's filters."
         ),
         parameters=[
-            OpenApiParameter("format", str, enum=list(exports.FORMATS), description="jsonl (default), csv or parquet."),
+            OpenApiParameter(
+                "format", str, enum=list(exports.FORMATS), description="jsonl (default), csv, parquet or cases."
+            ),
             OpenApiParameter(
                 "coders",
                 str,
@@ -117,7 +128,7 @@ class ExportView(APIView):
             *_filter_parameters(),
         ],
         responses={
-            (200, MEDIA["jsonl"]): OpenApiTypes.BINARY,
+            (200, MEDIA["jsonl"]): OpenApiTypes.BINARY,  # jsonl and cases
             (200, MEDIA["csv"]): OpenApiTypes.BINARY,
             (200, MEDIA["parquet"]): OpenApiTypes.BINARY,
             (200, "application/json"): ManifestSerializer,
@@ -144,7 +155,8 @@ class ExportView(APIView):
                 pass
             return Response(self._manifest(request, fmt, digest, filters, coders, episodes))
         response = StreamingHttpResponse(stream, content_type=MEDIA[fmt])
-        response["Content-Disposition"] = f'attachment; filename="{request.study.slug}.{fmt}"'
+        name = f"{request.study.slug}.cases.jsonl" if fmt == "cases" else f"{request.study.slug}.{fmt}"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
         response["X-Faultline-Codebook"] = request.study.codebook.label
         return response
 

@@ -946,3 +946,275 @@ def test_it_describes_each_sensitivity_check_exactly():
     short = {c.name: c for c in stats.sensitivity(two, singles, 0, B=100, seed=1)}["drop_largest_cluster"]
     assert short.estimate == pytest.approx(0 - 0.5) and short.low is None and short.excludes_zero is None
     assert short.keeps_sign is False
+
+
+# --- boundaries the mutation run showed untested --------------------------------
+
+
+def test_it_counts_enough_exactly_from_one_episode_and_keeps_every_code():
+    one = stats.cell_matrix(np.array([1]), np.array([0]), 2, 2)
+    assert one.enough is True and one.reason == "" and one.n == 1
+    none = stats.cell_matrix(np.array([-1]), np.array([0]), 2, 2)
+    assert none.enough is False and none.reason == "no episodes"
+    assert stats.distribution(np.array([0]), 3).counts.tolist() == [1, 0, 0]  # unused codes keep their zero
+
+
+def test_it_fills_every_field_of_a_wilson_interval():
+    w = stats.wilson(8, 10)
+    assert (w.k, w.n, w.value, w.enough, w.reason) == (8, 10, 0.8, True, "")
+    one = stats.wilson(1, 1)
+    assert one.enough is True and one.high == 1.0 and 0 < one.low < 1
+    none = stats.wilson(0, 0)
+    assert (none.k, none.n, none.enough, none.low, none.high) == (0, 0, False, None, None)
+    with pytest.raises(ValueError, match=r"^k must be between 0 and n$"):
+        stats.wilson(3, 2)
+    with pytest.raises(ValueError, match=r"^k must be between 0 and n$"):
+        stats.wilson(-1, 2)
+
+
+def test_it_accepts_the_smallest_korn_graubard_inputs_and_names_every_method_on_refusal():
+    lo, hi = stats.analytic_limits(np.array([0.5]), np.array([2.0]), "korn_graubard", n=2, df=1)
+    assert 0 < lo[0] < 0.5 < hi[0] < 1
+    with pytest.raises(ValueError, match=r"^korn_graubard needs"):
+        stats.analytic_limits(np.array([0.5]), np.array([10.0]), "korn_graubard", n=10)  # no df given
+    with pytest.raises(ValueError, match=r"^method must be one of korn_graubard, jeffreys_deff, wilson_deff, "
+                       r"percentile, bca$"):  # fmt: skip
+        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "wald")
+
+
+def test_it_gives_limits_for_a_single_record_and_for_a_nearly_full_cell_like_a_reference():
+    from scipy import stats as st
+
+    a = 0.05
+    # x* = p n* below 1 (one record), and n* - x* below 1 (all but one record): the Beta parameters' floor must
+    # not bite, and a positive count must get a positive lower limit.
+    for p, n in ((1 / 40, 12.5), (39 / 40, 12.5), (0.3, 0.8)):
+        x = p * n
+        lo, hi = stats.analytic_limits(np.array([p]), np.array([n]), "jeffreys_deff")
+        assert lo[0] == pytest.approx(st.beta.ppf(a / 2, x + 0.5, n - x + 0.5), abs=1e-12) and lo[0] > 0
+        assert hi[0] == pytest.approx(st.beta.ppf(1 - a / 2, x + 0.5, n - x + 0.5), abs=1e-12) and hi[0] < 1
+        k = (st.t.ppf(1 - a / 2, 39) / st.t.ppf(1 - a / 2, 5)) ** 2
+        lo, hi = stats.analytic_limits(np.array([p]), np.array([n]), "korn_graubard", n=40, df=5)
+        nk, xk = n * k, p * n * k
+        assert lo[0] == pytest.approx(st.beta.ppf(a / 2, xk, nk - xk + 1), abs=1e-12) and lo[0] > 0
+        assert hi[0] == pytest.approx(st.beta.ppf(1 - a / 2, xk + 1, nk - xk), abs=1e-12) and hi[0] < 1
+    lo, hi = stats.analytic_limits(np.array([1.0, 0.0]), np.array([10.0, 10.0]), "jeffreys_deff")
+    assert hi[0] == 1.0 and lo[1] == 0.0 and lo[0] < 1 and hi[1] > 0
+
+
+def test_it_computes_design_effects_without_numerical_warnings(recwarn):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one_cell = stats.effective_sizes(design([1, 1, 1], ["a", "b", "b"], K=3))  # every share is 0 or 1
+        assert one_cell.deff.tolist() == [1.0, 1.0, 1.0] and one_cell.df == 1.0
+        iv = stats.cell_intervals(design([1, 1, 1], ["a", "b", "b"], K=3), None)
+        assert iv.low[1] > 0 and iv.high[1] == 1 and iv.high[0] > 0
+
+
+def reference_weights(U, B, seed, stream=7):
+    """Bootstrap weights over units as the module documents them: block i draws from SeedSequence(seed, (stream, i))."""
+    rows = []
+    for i in range(-(-B // stats.BLOCK)):
+        b = min(stats.BLOCK, B - i * stats.BLOCK)
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(stream, i)))
+        idx = rng.integers(0, U, size=(b, U))
+        rows += [np.bincount(r, minlength=U) for r in idx]
+    return np.array(rows, dtype=float)
+
+
+@pytest.mark.parametrize("max_cells", [1 << 22, 3 * stats.BLOCK * 7])  # one chunk, and chunks of three blocks
+def test_it_draws_agreement_weights_block_by_block_from_documented_seeds(max_cells):
+    B, U = 5 * stats.BLOCK + 37, 7  # a ragged last block
+    chunks = list(stats._weight_chunks(U, B, 11, 7, max_cells=max_cells))
+    W = np.vstack(chunks)
+    assert W.shape == (B, U) and W.dtype == np.float64
+    assert np.array_equal(W, reference_weights(U, B, 11))
+    assert (W.sum(axis=1) == U).all()
+    assert len(chunks) == (1 if max_cells == 1 << 22 else 2)
+
+
+def test_it_computes_agreement_without_numerical_warnings():
+    import warnings
+
+    codes = np.zeros((20, 3), dtype=int)
+    codes[0, 0] = 1
+    no_pairs = np.array([[0, 1, -1], [1, 1, -1]] + [[0, -1, -1]] * 30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for c in (codes, no_pairs, np.zeros((5, 2), dtype=int)):
+            stats.agreement(c, 2, B=300, seed=0)
+
+
+def test_it_returns_a_finite_not_enough_difference_with_every_field_and_both_reasons():
+    import warnings
+
+    empty = design([], [], K=3)
+    lonely = design([0, 1], ["a", "a"], K=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        both = stats.diff_intervals(empty, lonely, np.zeros((10, 3)), np.zeros((10, 3)), names=("x", "y"))
+    assert both.reason == "x: no episodes; y: fewer than 2 clusters: the bootstrap cannot resample"
+    assert both.enough is False and both.method == "percentile"
+    assert both.estimate.tolist() == [-0.5, -0.5, 0.0]
+    assert both.low.tolist() == [0.0, 0.0, 0.0] and both.high.tolist() == [0.0, 0.0, 0.0]
+    assert both.few_clusters.tolist() == [True, True, True]
+    assert not both.low.flags.writeable and not both.high.flags.writeable and not both.estimate.flags.writeable
+    assert stats.diff_intervals(lonely, empty, np.zeros((5, 3)), np.zeros((5, 3)), bca=True).method == "bca"
+
+
+def test_it_flags_a_difference_only_when_a_side_has_fewer_than_five_clusters_with_records():
+    five = design([0] * 5 + [1] * 5, [f"c{i}" for i in range(10)], K=2)
+    four = design([0] * 4 + [1] * 6, [f"c{i}" for i in range(10)], K=2)
+    reps = stats.replicate_blocks([five, four], B=20, seed=1)
+    assert stats.diff_intervals(five, five, reps[0], reps[0]).few_clusters.tolist() == [False, False]
+    assert stats.diff_intervals(five, four, *reps).few_clusters.tolist() == [True, False]
+    assert stats.diff_intervals(four, five, reps[1], reps[0]).few_clusters.tolist() == [True, False]
+
+
+def test_it_bounds_the_disagreeing_share_like_clopper_pearson():
+    from scipy import stats as st
+
+    assert stats.one_sided_disagreement(1, 67) == pytest.approx(st.beta.ppf(0.95, 2, 66), rel=1e-12)
+    assert stats.one_sided_disagreement(3, 40, level=0.9) == pytest.approx(st.beta.ppf(0.9, 4, 37), rel=1e-12)
+    assert stats.one_sided_disagreement(0, 1) == pytest.approx(0.95)
+    assert stats.one_sided_disagreement(2, 2) == 1.0
+
+
+def test_it_fills_every_field_of_agreement_estimates():
+    a = np.r_[np.zeros(60, int), np.ones(7, int)]
+    res = stats.agreement(np.c_[a, a], 2, B=200, seed=0, level=0.9)
+    assert res.percent.low == pytest.approx(0.1 ** (1 / 67), rel=1e-12)  # the bound at the asked level
+    assert res.percent.reason == "" and res.percent.warning == "" and res.percent.undefined_share == 0.0
+    moderate = stats.agreement(gen_codes(5, 60, 2, 3, 0.0), 3, B=200, seed=0)
+    assert moderate.fleiss_kappa.reason == "" and moderate.fleiss_kappa.method == "percentile"
+    default, explicit = (
+        stats.agreement(gen_codes(5, 60, 2, 3, 0.0), 3),
+        stats.agreement(gen_codes(5, 60, 2, 3, 0.0), 3, B=1000, seed=0),
+    )
+    assert default.fleiss_kappa == explicit.fleiss_kappa and default.pairs[0].kappa == explicit.pairs[0].kappa
+    few = stats._estimate(np.r_[0.5, 0.4, np.full(9, np.nan)], 0.95, "u", "r")
+    assert few.warning.startswith("90% of bootstrap replicates were undefined (r)")
+    empty = stats.agreement(np.array([[0, -1], [1, -1], [0, 0]]), 3, B=10, chance_categories=5)
+    assert empty.enough is False and empty.chance_categories == 5 and empty.specific_n.dtype == np.int64
+    full = stats.agreement(np.array([[0, 1], [1, 1], [0, 0]]), 3, B=10, chance_categories=5)
+    assert full.enough is True and full.reason == "" and full.chance_categories == 5
+
+
+def test_it_fills_every_field_of_an_enough_difference():
+    a, b = paper_like(1), paper_like(2)
+    ra, rb = stats.replicate_blocks([a, b], B=100, seed=3)
+    diff = stats.diff_intervals(a, b, ra, rb)
+    assert diff.enough is True and diff.reason == "" and diff.method == "percentile"
+    assert np.array_equal(diff.estimate, a.totals / a.n - b.totals / b.n) and not diff.estimate.flags.writeable
+
+
+def test_it_fills_every_field_of_a_pair_and_its_bounds():
+    a = np.r_[np.zeros(60, int), np.ones(7, int)]
+    res = stats.agreement(np.c_[a, np.full(67, -1), a], 3, B=200, seed=0, level=0.9)
+    pair = res.pairs[0]
+    assert (pair.coder_a, pair.coder_b, pair.n, pair.disagreeing) == (0, 2, 67, 0)
+    assert pair.percent.low == pytest.approx(0.1 ** (1 / 67), rel=1e-12) and pair.percent.reason == ""
+    # Coders 0 and 1 share one episode: most resamples miss it.
+    sparse = np.c_[a, np.r_[1, np.full(66, -1)], a]
+    res = stats.agreement(sparse, 3, B=300, seed=0)
+    p01 = next(p for p in res.pairs if (p.coder_a, p.coder_b) == (0, 1))
+    assert p01.n == 1 and p01.percent.value == 0.0 and p01.percent.undefined_share > 0.3  # (66/67)^67
+    assert "were undefined (no episode coded by both)" in p01.percent.warning
+
+
+def test_it_marks_unused_categories_in_specific_agreement():
+    codes = np.array([[0, 0], [0, 0], [0, 1], [3, 3]])
+    res = stats.agreement(codes, 4, B=20, seed=0)
+    # 0: 4 agreeing pair-ends of 5 uses; 1: used once, never agreed; 2: unused; 3: 2 of 2.
+    assert res.specific.tolist() == [0.8, 0.0, -1.0, 1.0] and res.specific_n.tolist() == [5, 1, 0, 2]
+
+
+def test_it_wires_every_sensitivity_check_to_its_own_stream_level_and_seed():
+    a, b = paper_like(11, n_clusters=25), paper_like(12, n_clusters=20)
+    k, B, seed, level, cap, subs = 1, 256, 5, 0.9, 2, 3
+    checks = {c.name: c for c in stats.sensitivity(a, b, k, B=B, seed=seed, level=level, cap=cap, subsamples=subs)}
+    pa, pb = a.totals[k] / a.n, b.totals[k] / b.n
+    base = stats.bootstrap_diff_cell(a, b, k, B=B, seed=seed, level=level)
+    # Leave one cluster out, recomputed cluster by cluster.
+    loo = [((a.totals[k] - a.counts[g, k]) / (a.n - a.sizes[g]) - pb, "a", a.names[g]) for g in range(a.n_clusters)]
+    loo += [(pa - (b.totals[k] - b.counts[g, k]) / (b.n - b.sizes[g]), "b", b.names[g]) for g in range(b.n_clusters)]
+    worst = max(loo, key=lambda t: abs(t[0] - base.estimate))
+    c = checks["leave_one_cluster_out"]
+    assert c.estimate == pytest.approx(worst[0]) and c.detail["most_influential"]["cluster"] == worst[2]
+    assert c.detail["most_influential"]["side"] == worst[1] and c.detail["n_clusters"] == len(loo)
+    assert (c.detail["min"], c.detail["max"]) == (pytest.approx(min(t[0] for t in loo)),
+                                                  pytest.approx(max(t[0] for t in loo)))  # fmt: skip
+    drop_a = stats.design_without(a, [a.names.index(worst[2])]) if worst[1] == "a" else a
+    drop_b = stats.design_without(b, [b.names.index(worst[2])]) if worst[1] == "b" else b
+    iv = stats.bootstrap_diff_cell(drop_a, drop_b, k, B=B, seed=seed, level=level, stream=1)
+    assert (c.low, c.high) == (iv.low, iv.high)
+    assert c.keeps_sign == all(np.sign(t[0]) == np.sign(base.estimate) for t in loo)
+    # The cap: the same subsamples, each with its own replicate stream, pooled.
+    rng = stats._block_rng(seed, 0, stream=2)
+    ests, reps = [], []
+    for s in range(subs):
+        ca, cb = stats._capped(a, cap, rng), stats._capped(b, cap, rng)
+        ests.append(ca.totals[k] / ca.n - cb.totals[k] / cb.n)
+        ra, rb = stats.replicate_blocks([ca, cb], B=max(stats.BLOCK, -(-B // subs)), seed=seed, stream=100 + s)
+        reps.append(stats.replicate_proportions(ra)[:, k] - stats.replicate_proportions(rb)[:, k])
+    lo, hi = np.quantile(np.concatenate(reps), [0.05, 0.95])
+    c = checks["cluster_cap"]
+    assert c.estimate == pytest.approx(np.mean(ests)) and (c.low, c.high) == (pytest.approx(lo), pytest.approx(hi))
+    assert c.detail == {"cap": 2, "subsamples": 3, "min": pytest.approx(min(ests)), "max": pytest.approx(max(ests))}
+    # Dropping the largest cluster of each kind, and the record-level bootstrap, on streams 3 and 4.
+    la, lb = int(np.argmax(a.sizes)), int(np.argmax(b.sizes))
+    da, db = stats.design_without(a, [la]), stats.design_without(b, [lb])
+    iv = stats.bootstrap_diff_cell(da, db, k, B=B, seed=seed, level=level, stream=3)
+    c = checks["drop_largest_cluster"]
+    assert (c.estimate, c.low, c.high) == (pytest.approx(iv.estimate), iv.low, iv.high)
+    assert c.excludes_zero == iv.excludes_zero and c.keeps_sign == (np.sign(iv.estimate) == np.sign(base.estimate))
+    iv = stats.bootstrap_diff_cell(stats.record_design(a), stats.record_design(b), k, B=B, seed=seed, level=level,
+                                   stream=4)  # fmt: skip
+    c = checks["record_bootstrap"]
+    assert (c.estimate, c.low, c.high, c.excludes_zero) == (iv.estimate, iv.low, iv.high, iv.excludes_zero)
+    assert c.detail["widening"] == pytest.approx((base.high - base.low) / (iv.high - iv.low))
+    defaults = {c.name: c for c in stats.sensitivity(a, b, k, B=B, seed=seed)}
+    assert defaults["cluster_cap"].detail["cap"] == 5 and defaults["cluster_cap"].detail["subsamples"] == 20
+
+
+def test_it_reports_the_reason_and_names_when_sensitivity_lacks_data():
+    a, _ = dominated()
+    lonely = design([0, 1], ["x", "x"], K=2)
+    for left, right in ((a, lonely), (lonely, a)):
+        checks = stats.sensitivity(left, right, 0, B=100, seed=1)
+        assert [c.name for c in checks] == ["leave_one_cluster_out", "cluster_cap", "drop_largest_cluster",
+                                            "record_bootstrap"]  # fmt: skip
+        assert all(c.enough is False and c.reason == "fewer than 2 clusters: the bootstrap cannot resample"
+                   for c in checks)  # fmt: skip
+        assert all(c.description and c.keeps_sign is None and c.detail == {} for c in checks)
+
+
+def test_it_builds_record_and_reduced_designs_field_by_field():
+    d = design([0, 1, 1, 2], ["r1", "r1", "r2", "r3"], K=3)
+    rec = stats.record_design(d)
+    assert rec.names == ("r1#0", "r1#1", "r2#2", "r3#3") and rec.counts.dtype == np.int64
+    assert rec.counts.tolist() == [[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 1]]
+    assert rec.cells.tolist() == [0, 1, 1, 2] and rec.episode_cluster.tolist() == [0, 1, 2, 3]
+    less = stats.design_without(d, [0])
+    assert less.names == ("r2", "r3") and less.counts.tolist() == [[0, 1, 0], [0, 0, 1]]
+    assert less.cells.tolist() == [1, 2] and less.episode_cluster.tolist() == [0, 1]
+    mid = stats.design_without(d, [1])
+    assert mid.names == ("r1", "r3") and mid.episode_cluster.tolist() == [0, 0, 1] and mid.cells.tolist() == [0, 1, 2]
+
+
+def test_it_fills_every_field_of_cell_intervals_with_and_without_enough_data():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        empty = stats.cell_intervals(design([], [], K=3), None)
+    assert empty.estimate.tolist() == [0.0, 0.0, 0.0] and empty.enough is False and empty.reason == "no episodes"
+    assert empty.low.tolist() == [0.0] * 3 and empty.high.tolist() == [0.0] * 3 and empty.method == "korn_graubard"
+    assert not empty.high.flags.writeable and not empty.estimate.flags.writeable and empty.n_eff is None
+    d = paper_like(2)
+    ok = stats.cell_intervals(d, None, method="wilson_deff")
+    assert ok.enough is True and ok.reason == "" and ok.method == "wilson_deff"
+    assert np.array_equal(ok.n_eff, stats.effective_sizes(d).n_eff)
+    assert stats._sign(0.0) == 0 and stats._sign(-2.0) == -1 and stats._sign(0.5) == 1

@@ -1,0 +1,336 @@
+"""Writes for agent traces: import (upsert on external id, one transaction), steps, references, artifacts.
+
+A trace is a Document of kind `trace` with its steps in TraceStep. Re-importing an unchanged
+trace writes nothing; a changed one keeps its episode and codings and has its steps replaced.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max, Q
+
+from ..importers import ImportFileError
+from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
+from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
+from .imports import ImportResult, _RawWriter, import_records, record_hash, upload_max_bytes
+
+ProgressFn = Callable[[int, int], None]
+BATCH = 200
+MAX_TRACE_ARTIFACTS = 200
+UPLOAD_DIR = "imports"
+
+
+def _step_row(document_id: int, s: Step) -> dict[str, Any]:
+    return {
+        "document_id": document_id,
+        "index": s.index,
+        "parent_index": s.parent_index,
+        "depth": s.depth,
+        "span_id": s.span_id,
+        "agent": s.agent,
+        "kind": str(s.kind),
+        "name": s.name,
+        "input": s.input,
+        "output": s.output,
+        "started_at": s.started_at,
+        "ended_at": s.ended_at,
+        "status": str(s.status),
+        "error": s.error,
+        "paired_index": s.paired_index,
+        "ran": s.ran,
+    }
+
+
+def steps_write(*, document_id: int, steps: list[Step]) -> None:
+    """Replace a document's steps (multi-row inserts; the caller owns the transaction)."""
+    TraceStep.objects.filter(document_id=document_id).delete()
+    if steps:
+        _RawWriter(TraceStep, {}).insert([_step_row(document_id, s) for s in steps])
+
+
+def artifacts_link(*, document: Document, artifacts: Iterable[TraceArtifact]) -> list[Artifact]:
+    """Store artifacts on a trace or incident, each under the step it names by `span_id` or `step` index.
+
+    A span id or step the trace does not have is a field error (nothing is written by the caller's
+    transaction), so an artifact is never silently detached from its operation.
+    """
+    artifacts = list(artifacts)
+    if not artifacts:
+        return []
+    wanted_spans = {a.span_id for a in artifacts if a.span_id}
+    wanted_steps = {a.step for a in artifacts if a.step is not None}
+    rows = TraceStep.objects.filter(document=document).filter(Q(span_id__in=wanted_spans) | Q(index__in=wanted_steps))
+    by_span, by_index = {}, {}
+    for pk, span_id, index in rows.values_list("pk", "span_id", "index"):
+        by_span.setdefault(span_id, pk)
+        by_index[index] = pk
+    errors: dict[str, str] = {}
+    out = []
+    for n, a in enumerate(artifacts):
+        step_id = None
+        if a.span_id:
+            step_id = by_span.get(a.span_id)
+            if step_id is None:
+                errors[f"artifacts[{n}].span_id"] = f"The trace has no span '{a.span_id}'."
+        elif a.step is not None:
+            step_id = by_index.get(a.step)
+            if step_id is None:
+                errors[f"artifacts[{n}].step"] = f"The trace has no step {a.step}."
+        out.append(
+            Artifact(document=document, step_id=step_id, kind=a.kind, name=a.name[:300], content=a.content, url=a.url)
+        )
+    if errors:
+        raise ValidationError(errors)
+    return Artifact.objects.bulk_create(out)
+
+
+def _references_write(study: Study, refs: dict[str, dict]) -> None:
+    """Store each trace's published attribution on its first episode (changed ones only, one statement)."""
+    if not refs:
+        return
+    rows = Episode.objects.filter(
+        document__study=study, document__kind=DocumentKind.TRACE, order=0, document__external_id__in=list(refs)
+    ).values_list("pk", "reference", "document__external_id")
+    field = Episode._meta.get_field("reference")
+    stale = [(field.get_db_prep_save(refs[ext], connection), pk) for pk, current, ext in rows if current != refs[ext]]
+    if stale:
+        table = connection.ops.quote_name(Episode._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.executemany(f"UPDATE {table} SET reference = %s WHERE id = %s", stale)  # noqa: S608 - model name
+
+
+def _write(study: Study, batch: list[TraceRecord], result: ImportResult, seen: set) -> list[Document]:
+    """Upsert one batch of traces: documents through the shared importer, then steps and references."""
+    unique: dict[str, TraceRecord] = {}
+    for tr in batch:
+        unique.setdefault(tr.record.external_id, tr)
+    existing = dict(
+        Document.objects.filter(study=study, kind=DocumentKind.TRACE, external_id__in=list(unique)).values_list(
+            "external_id", "content_hash"
+        )
+    )
+    changed = {ext for ext, tr in unique.items() if existing.get(ext) != record_hash(tr.record)}
+    import_records(study=study, records=[tr.record for tr in batch], result=result, seen=seen)
+    documents = list(
+        Document.objects.filter(study=study, kind=DocumentKind.TRACE, external_id__in=list(unique)).only(
+            "pk", "external_id", "study_id", "kind"
+        )
+    )
+    ids = {d.external_id: d.pk for d in documents}
+    if changed:
+        TraceStep.objects.filter(document_id__in=[ids[e] for e in changed]).delete()
+        rows = [_step_row(ids[e], s) for e in changed for s in unique[e].steps]
+        if rows:
+            _RawWriter(TraceStep, {}).insert(rows)
+    _references_write(study, {ext: tr.reference for ext, tr in unique.items() if tr.reference})
+    return documents
+
+
+def import_traces(
+    *, study: Study, paths: list[str | Path], fmt: str, progress: ProgressFn | None = None
+) -> ImportResult:
+    """Import trace files (or folders of them) in format `fmt` into `study`, all in one transaction.
+
+    Upserts on (study, trace, external id): a re-import of the same files creates nothing and
+    writes nothing. A malformed file raises ImportFileError naming the file and record.
+    """
+    if fmt not in FORMATS:
+        raise ImportFileError(f"unknown trace format '{fmt}': use one of {', '.join(FORMATS)}")
+    files = trace_files(paths)
+    result = ImportResult()
+    seen: set = set()
+    try:
+        with transaction.atomic():
+            batch: list[TraceRecord] = []
+            for n, path in enumerate(files, 1):
+                for tr in iter_trace_records(path, fmt):
+                    batch.append(tr)
+                    if len(batch) >= BATCH:
+                        _write(study, batch, result, seen)
+                        batch = []
+                if progress is not None:
+                    progress(n, len(files))
+            if batch:
+                _write(study, batch, result, seen)
+    except IntegrityError as exc:
+        raise ImportFileError(
+            "another import wrote some of these traces at the same time; run this one again "
+            f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
+        ) from exc
+    return result
+
+
+@transaction.atomic
+def trace_import_value(
+    *, study: Study, data: Any, fmt: str, artifacts: list[TraceArtifact] | tuple = ()
+) -> tuple[ImportResult, list[Document]]:
+    """Import traces posted as JSON (the API), with artifacts linked to steps by span id or step index.
+
+    Artifacts need exactly one trace in `data`: they are linked to its steps.
+    """
+    from ..traces import parse_trace_value
+
+    if fmt not in FORMATS:
+        raise ValidationError({"format": f"Use one of {', '.join(FORMATS)}."})
+    try:
+        records = parse_trace_value(data, fmt, "data")
+    except ImportFileError as exc:
+        raise ValidationError({"data": str(exc)}) from None
+    if not records:
+        raise ValidationError({"data": "The data holds no trace."})
+    if artifacts and len(records) != 1:
+        raise ValidationError({"artifacts": f"Artifacts need exactly one trace in data; it holds {len(records)}."})
+    if len(artifacts) > MAX_TRACE_ARTIFACTS:
+        raise ValidationError({"artifacts": f"At most {MAX_TRACE_ARTIFACTS} artifacts."})
+    result = ImportResult()
+    documents = _write(study, records, result, set())
+    if artifacts:
+        document = documents[0]
+        Artifact.objects.filter(document=document).delete()
+        artifacts_link(document=document, artifacts=artifacts)
+    return result, documents
+
+
+def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
+    """Validate an uploaded trace file, store it under MEDIA_ROOT and start an "import_traces" Job."""
+    from ..jobs import job_start
+
+    errors = {}
+    if fmt not in FORMATS:
+        errors["format"] = f"Choose a format: {', '.join(FORMATS)}."
+    if uploaded_file is None:
+        errors["file"] = "Choose a file to import."
+    if errors:
+        raise ValidationError(errors)
+    name = Path(uploaded_file.name or "").name
+    ext = Path(name).suffix.lower()
+    if ext not in TRACE_EXTENSIONS:
+        raise ValidationError({"file": f"'{name}' is not a supported trace file: use .json or .jsonl."})
+    if uploaded_file.size > upload_max_bytes():
+        raise ValidationError(
+            {
+                "file": f"'{name}' is {uploaded_file.size / 1048576:.1f} MB; uploads are limited to "
+                f"{settings.FAULTLINE_MAX_UPLOAD_MB} MB (FAULTLINE_MAX_UPLOAD_MB)."
+            }
+        )
+    if uploaded_file.size == 0:
+        raise ValidationError({"file": f"'{name}' is empty."})
+    directory = Path(settings.MEDIA_ROOT) / UPLOAD_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    stored = directory / f"{uuid.uuid4().hex}{ext}"
+    with stored.open("wb") as out:
+        for chunk in uploaded_file.chunks():
+            out.write(chunk)
+    params = {"path": f"{UPLOAD_DIR}/{stored.name}", "filename": name[:200], "format": fmt}
+    try:
+        return job_start(kind="import_traces", study=study, user=user, params=params)
+    except Exception:
+        stored.unlink(missing_ok=True)
+        raise
+
+
+def job_import_traces(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
+    """Job handler: import the uploaded trace file named in job.params, then delete it."""
+    media = Path(settings.MEDIA_ROOT).resolve()
+    path = (media / job.params["path"]).resolve()
+    if media not in path.parents:
+        raise ImportFileError("the stored upload is outside MEDIA_ROOT")
+    name = job.params.get("filename", path.name)
+    try:
+        result = import_traces(study=job.study, paths=[path], fmt=job.params["format"], progress=progress)
+    except ImportFileError as exc:
+        raise ImportFileError(f"{name}: {str(exc).replace(path.name, name)}. Nothing was imported.") from None
+    finally:
+        path.unlink(missing_ok=True)
+    summary = result.as_dict()
+    summary["skip_reasons"] = ", ".join(f"{reason}: {n}" for reason, n in sorted(result.skip_reasons.items()))
+    return {"file": name, "format": job.params["format"], **summary}
+
+
+def trace_step_count(document: Document) -> int:
+    """Steps stored for a document (0 for documents without a trace)."""
+    top = TraceStep.objects.filter(document=document).aggregate(m=Max("index"))["m"]
+    return 0 if top is None else top + 1
+
+
+def trace_steps_of_value(trace: Any) -> list[Step]:
+    """Steps of a trace sent with an incident: OTLP/JSON or OpenInference spans, detected by shape.
+
+    Incidents take any JSON as their trace (it is kept as sent); a trace in neither span format
+    gets no steps and is shown as JSON. A span trace that is malformed is a field error.
+    """
+    from ..traces import parse_trace_value
+
+    if isinstance(trace, dict) and "resourceSpans" in trace:
+        fmt = "otlp"
+    elif isinstance(trace, list) and trace and all(isinstance(s, dict) and "context" in s for s in trace):
+        fmt = "openinference"
+    else:
+        return []
+    try:
+        records = parse_trace_value(trace, fmt, "trace")
+    except ImportFileError as exc:
+        raise ValidationError({"trace": f"This {fmt} trace is malformed: {exc}"}) from None
+    steps: list[Step] = []
+    for tr in records:  # several trace ids in one incident: one step list, in file order
+        offset = len(steps)
+        for s in tr.steps:
+            s.index += offset
+            s.parent_index = s.parent_index + offset if s.parent_index is not None else None
+            s.paired_index = s.paired_index + offset if s.paired_index is not None else None
+            steps.append(s)
+    return steps
+
+
+def suggestions_attribute(*, rows: list, suggester) -> int:
+    """Give the suggestions of trace episodes a decisive step and responsible agent (in place, saved).
+
+    The local backend uses the rule chosen in annotate.suggest_steps; the openai backend asks the
+    model for a step index from the trace's indices and a quote from that step (annotate.llm).
+    Returns how many suggestions got an attribution.
+    """
+    from ..suggest_steps import suggest_step
+
+    rows = [r for r in rows if not r.error]
+    docs = {r.episode.document_id: r for r in rows if (r.episode.document.meta or {}).get("trace")}
+    if not docs:
+        return 0
+    steps: dict[int, list[TraceStep]] = {}
+    for s in TraceStep.objects.filter(document_id__in=list(docs)).order_by("document_id", "index"):
+        steps.setdefault(s.document_id, []).append(s)
+    changed = []
+    for doc_id, row in docs.items():
+        trace = steps.get(doc_id, [])
+        if suggester.backend == "openai":
+            from ..llm import trace_attribution
+
+            got = trace_attribution(suggester, title=row.episode.document.title, steps=trace)
+            if got["error"]:
+                row.rationale = f"{row.rationale}\n[attribution: {got['error']}]".strip()
+                changed.append(row)
+                continue
+            row.decisive_step, row.responsible_agent = got["step"], got["agent"]
+            row.input_tokens += got["input_tokens"]
+            row.output_tokens += got["output_tokens"]
+            if got["evidence"]:
+                row.rationale = f"{row.rationale}\nDecisive step #{got['step']}: “{got['evidence']}”".strip()
+            row.evidence_flagged = row.evidence_flagged or got["evidence_flagged"]
+        else:
+            guess = suggest_step(trace)
+            row.decisive_step, row.responsible_agent = guess.step, guess.agent
+        changed.append(row)
+    # New rows were bulk-inserted without their keys coming back (ignore_conflicts): update by the
+    # (episode, cache_key) pair that identifies each one.
+    fields = ("decisive_step", "responsible_agent", "rationale", "input_tokens", "output_tokens", "evidence_flagged")
+    for row in changed:
+        Suggestion.objects.filter(episode_id=row.episode_id, cache_key=row.cache_key).update(
+            **{name: getattr(row, name) for name in fields}
+        )
+    return sum(1 for r in changed if r.decisive_step is not None)

@@ -1,0 +1,125 @@
+"""Step-level suggestions for traces: which step decided the failure, and which agent is to blame.
+
+The local backend has several candidate rules; `LOCAL_RULE` names the one it uses, chosen by
+the accuracy each reaches against the Who&When references (bench/trace_bench.py --attribution
+measures them all, on any folder of Who&When logs). The numbers are in README.md.
+
+Every rule reads only the steps (no database), so it runs on parsed files as well as stored traces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .models import StepKind, StepStatus
+
+
+class StepLike(Protocol):
+    index: int
+    agent: str
+    kind: str
+    name: str
+    input: str
+    output: str
+    status: str
+    error: str
+    paired_index: int | None
+
+
+@dataclass(frozen=True)
+class StepGuess:
+    step: int | None
+    agent: str
+    rule: str
+    evidence: str = ""
+
+
+# Failure signals in a step's own text: a tool's non-zero exit, a traceback, an explicit error.
+_FAILED = re.compile(
+    r"exitcode: [1-9]|execution failed|Traceback \(most recent call last\)|\b(?:Error|Exception):|"
+    r"\bfailed to\b|\bnot found\b|\bunable to\b|\bcannot\b|\bcould not\b",
+    re.IGNORECASE,
+)
+_NON_AGENTS = {"", "human", "user", "computer_terminal"}
+
+
+def _text(s: StepLike) -> str:
+    return f"{s.input}\n{s.output}\n{s.error}"
+
+
+def _is_agent(s: StepLike) -> bool:
+    return s.agent.strip().lower() not in _NON_AGENTS
+
+
+def _blame(steps: Sequence[StepLike], s: StepLike, rule: str) -> StepGuess:
+    """A failed result is blamed on the call that asked for it, and on the agent that made that call."""
+    if s.kind == StepKind.TOOL_RESULT and s.paired_index is not None and s.paired_index < len(steps):
+        s = steps[s.paired_index]
+    elif not _is_agent(s):
+        earlier = [p for p in steps[: s.index] if _is_agent(p)]
+        if earlier:
+            s = earlier[-1]
+    return StepGuess(s.index, s.agent, rule, _excerpt(s))
+
+
+def _excerpt(s: StepLike) -> str:
+    m = _FAILED.search(_text(s))
+    text = _text(s).strip()
+    if m:
+        start = max(0, m.start() - 60)
+        return text[start : m.end() + 60].strip() if start < len(text) else text[:160]
+    return text[:160]
+
+
+def rule_first_error(steps: Sequence[StepLike]) -> StepGuess:
+    """The first step with an error status or a failure signal in its text (its call, for a tool result)."""
+    for s in steps:
+        if s.status == StepStatus.ERROR or s.error or _FAILED.search(_text(s)):
+            return _blame(steps, s, "first_error")
+    return rule_first_agent(steps)
+
+
+def rule_first_failed_tool(steps: Sequence[StepLike]) -> StepGuess:
+    """The first tool call whose result failed (error status or failure text); else the first error."""
+    for s in steps:
+        if s.kind in (StepKind.TOOL_RESULT, StepKind.TOOL_CALL) and (
+            s.status == StepStatus.ERROR or s.error or _FAILED.search(s.output)
+        ):
+            return _blame(steps, s, "first_failed_tool")
+    return rule_first_error(steps)
+
+
+def rule_first_agent(steps: Sequence[StepLike]) -> StepGuess:
+    """The first step written by an agent (not the human, not a terminal)."""
+    for s in steps:
+        if _is_agent(s):
+            return StepGuess(s.index, s.agent, "first_agent", _excerpt(s))
+    return StepGuess(steps[0].index if steps else None, steps[0].agent if steps else "", "first_agent")
+
+
+def rule_last_agent(steps: Sequence[StepLike]) -> StepGuess:
+    """The last step written by an agent: the answer that was wrong."""
+    for s in reversed(steps):
+        if _is_agent(s):
+            return StepGuess(s.index, s.agent, "last_agent", _excerpt(s))
+    return rule_first_agent(steps)
+
+
+RULES: dict[str, Callable[[Sequence[StepLike]], StepGuess]] = {
+    "first_error": rule_first_error,
+    "first_failed_tool": rule_first_failed_tool,
+    "first_agent": rule_first_agent,
+    "last_agent": rule_last_agent,
+}
+# Chosen by measured accuracy on the Who&When logs (see README.md, "Step-level suggestions").
+LOCAL_RULE = "first_error"
+
+
+def suggest_step(steps: Sequence[StepLike], rule: str = LOCAL_RULE) -> StepGuess:
+    """The local backend's decisive step and responsible agent for a trace (None for an empty trace)."""
+    if not steps:
+        return StepGuess(None, "", rule)
+    return RULES[rule](steps)

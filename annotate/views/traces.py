@@ -1,0 +1,73 @@
+"""The trace viewer's fragments (windows of steps, a step's whole text) and the trace upload."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from ..access import study_view
+from ..models import Document, Study
+from ..services.imports import upload_max_bytes
+from ..services.traces import trace_upload_start
+from ..trace_selectors import WINDOW, step_text, trace_window
+from ..traces import FORMATS
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    return int(value) if value and value.isdigit() else default
+
+
+@require_GET
+@study_view("read")
+def trace_steps(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """A window of a trace's steps (htmx: appended below the last one, or replacing them for a search)."""
+    document = get_object_or_404(Document.objects.only("pk", "study_id", "meta", "kind"), pk=pk, study=study)
+    start, query = _int(request.GET.get("start")), request.GET.get("q", "")
+    window = trace_window(document, start=start, limit=WINDOW, query=query)
+    context = {
+        "study": study,
+        "trace": window,
+        "markable": request.GET.get("markable") == "1",
+        "appending": request.GET.get("more") == "1",  # a next window, appended below the loaded ones
+    }
+    return render(request, "annotate/partials/_trace_steps.html", context)
+
+
+@require_GET
+@study_view("read")
+def trace_step_text(request: HttpRequest, study: Study, pk: int, index: int, part: str) -> HttpResponse:
+    """One step's whole input, output or error as plain text (the page inserts it as text, never as HTML)."""
+    document = get_object_or_404(Document.objects.only("pk", "study_id"), pk=pk, study=study)
+    text = step_text(document, index, part)
+    if text is None:
+        raise Http404("No such step.")
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_POST
+@study_view("owner")
+def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
+    """Upload a trace file (OTLP, OpenInference, Who&When or MAST); the import runs as a Job."""
+    context = {
+        "study": study,
+        "max_upload_mb": settings.FAULTLINE_MAX_UPLOAD_MB,
+        "max_bytes": upload_max_bytes(),
+        "trace_formats": FORMATS,
+        "trace_format": request.POST.get("format", ""),
+    }
+    try:
+        job = trace_upload_start(
+            study=study, user=request.user, uploaded_file=request.FILES.get("file"), fmt=request.POST.get("format", "")
+        )
+    except ValidationError as exc:
+        context["trace_error"] = " ".join(exc.messages)
+        return render(request, "annotate/partials/_trace_import.html", context, status=200 if request.htmx else 400)
+    if request.htmx:
+        job.refresh_from_db()  # an eager (broker-less) run has already finished it
+        return render(request, "annotate/partials/_trace_import.html", {**context, "job": job})
+    return redirect("job_status", pk=job.pk)
