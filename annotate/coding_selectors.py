@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 from .labels import disagreeing_axes, resolve_label
-from .models import Adjudication, Coding, Episode, EpisodeStatus, Membership, Role, Study
+from .models import Adjudication, Coding, Episode, EpisodeStatus, Lease, Membership, Role, Study
 
 # ---------------------------------------------------------------- codebook picker
 
@@ -258,6 +258,20 @@ def coded_since(study: Study, user, since) -> int:
     """Episodes of the study `user` saved a coding of since `since` (their login: "coded this session")."""
     qs = Coding.objects.filter(episode__study=study, coder=user)
     return (qs.filter(updated_at__gte=since) if since else qs).count()
+
+
+def live_leases(study: Study, membership: Membership, *, episode: Episode | None = None, limit: int = 200):
+    """Leases held now, soonest to expire first: every coder's for an owner, only their own for anyone else.
+
+    A lease keeps an episode's place while a coder works on it (it counts towards k), so an
+    owner who wonders why an episode left the queue can see who holds it and until when.
+    """
+    qs = Lease.objects.filter(episode__study=study, expires_at__gt=timezone.now()).select_related("coder", "episode")
+    if membership.role != Role.OWNER:
+        qs = qs.filter(coder=membership.user)
+    if episode is not None:
+        qs = qs.filter(episode=episode)
+    return list(qs.order_by("expires_at", "pk")[:limit])
 
 
 # ---------------------------------------------------------------- disagreements

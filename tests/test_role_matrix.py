@@ -95,6 +95,8 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "trace_steps": ("GET", PAGE_READ, {}),
     "trace_step_text": ("GET", PAGE_READ, {}),
     "incident_code": ("POST", POST_WRITE, {}),  # an empty form: back to the incident with the errors
+    "coding_leave": ("POST", POST_WRITE, {}),
+    "lease_release": ("POST", (LOGIN, 404, 403, 403, 302), {}),  # an ended lease: back to the study, with a note
     # The REST API: no credentials 401, non-member 404, viewer writing 403.
     "api-root": ("GET", API_ANY, {}),
     "api-schema": ("GET", API_ANY, {}),

@@ -287,9 +287,16 @@ def _lease_claim_locked(episode: Episode, coder, now) -> bool:
 
 
 def lease_release(*, episode: Episode, coder) -> int:
-    """Give the episode back (Skip). Returns the number of leases removed."""
+    """Give the episode back (Skip, Back). Returns the number of leases removed."""
     deleted, _ = Lease.objects.filter(episode=episode, coder=coder).delete()
     return deleted
+
+
+def lease_end(*, study: Study, lease_id: int) -> Lease:
+    """An owner ends someone's lease, so the episode returns to the queue at once; their coding, if any, stays."""
+    lease = Lease.objects.select_related("coder", "episode").get(pk=lease_id, episode__study=study)
+    lease.delete()
+    return lease
 
 
 @transaction.atomic

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from ..access import study_view
-from ..coding_selectors import codebook_picker, codings_visible, episode_codings, episode_history
+from ..coding_selectors import codebook_picker, codings_visible, episode_codings, episode_history, live_leases
 from ..models import Adjudication, Role, Study
 from ..trace_selectors import has_steps, trace_window
 from .coding import DISPLAY_LIMIT, episode_text, study_episode
@@ -35,5 +36,7 @@ def episode_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
         "trace": trace_window(episode.document) if has_steps(episode.document) else None,
         "reference": (episode.reference or None) if visible else None,
         "reference_hidden": bool(episode.reference) and not visible,
+        "leases": live_leases(study, request.membership, episode=episode), "lease_context": "episode",
+        "lease_minutes": settings.FAULTLINE_LEASE_MINUTES,
     }  # fmt: skip
     return render(request, "annotate/episode.html", context)

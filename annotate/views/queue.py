@@ -12,8 +12,8 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from ..access import study_view
 from ..coding_selectors import coded_since, coder_queue_left, study_progress
-from ..models import Episode, Study
-from ..services.queue import episode_next, lease_release
+from ..models import Episode, Lease, Study
+from ..services.queue import episode_next, lease_end, lease_release
 
 # Skipped episodes are remembered per study in the session, so "next" does not
 # hand the same one straight back; they come round again once nothing else is left.
@@ -64,3 +64,29 @@ def coding_skip(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     )  # fmt: skip
     url = reverse("coding_next", args=[study.slug])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_POST
+@study_view("write")
+def coding_leave(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """Back: give the episode back to the queue (end the coder's lease) and return to the study."""
+    episode = get_object_or_404(Episode, pk=pk, study=study)
+    if lease_release(episode=episode, coder=request.user):
+        messages.info(request, f"You left episode {pk}; it went back to the queue.")
+    return redirect("study_overview", slug=study.slug)
+
+
+@require_POST
+@study_view("owner")
+def lease_release_view(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """An owner ends a coder's lease; back to the page the button was on (the episode's or the study's)."""
+    try:
+        lease = lease_end(study=study, lease_id=pk)
+    except Lease.DoesNotExist:
+        messages.info(request, "That lease had already ended.")
+    else:
+        who = lease.coder.get_username()
+        messages.success(request, f"Released {who}'s lease on episode {lease.episode_id}; it is back in the queue.")
+    if request.POST.get("next") == "episode" and request.POST.get("episode", "").isdigit():
+        return redirect("episode_detail", slug=study.slug, pk=int(request.POST["episode"]))
+    return redirect("study_overview", slug=study.slug)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -7,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from ..access import study_view
-from ..coding_selectors import study_progress
+from ..coding_selectors import live_leases, study_progress
 from ..forms import StudyStartForm
 from ..models import Study
 from ..selectors import memberships_for_user, study_counts
@@ -29,6 +30,9 @@ def study_overview(request: HttpRequest, study: Study) -> HttpResponse:
         "counts": study_counts(study),
         "members": study.memberships.select_related("user").order_by("role", "user__username"),
         "progress": study_progress(study, request.membership),
+        "leases": live_leases(study, request.membership),
+        "lease_context": "study",
+        "lease_minutes": settings.FAULTLINE_LEASE_MINUTES,
     }
     return render(request, "annotate/study_overview.html", context)
 

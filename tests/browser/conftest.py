@@ -65,7 +65,9 @@ def login(page, live_server):
     from conftest import PASSWORD
 
     def do(username: str) -> None:
-        page.goto(f"{live_server.url}/login/")
+        # The first request of a session imports the analysis stack and compiles templates; on a loaded
+        # 2-core machine that alone can pass the 10 s default, so the first page gets more time.
+        page.goto(f"{live_server.url}/login/", timeout=60_000)
         page.get_by_label("Username").fill(username)
         page.get_by_label("Password").fill(PASSWORD)
         page.get_by_role("button", name="Log in").click()

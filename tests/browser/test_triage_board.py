@@ -105,6 +105,14 @@ def test_a_user_creates_and_revokes_an_api_token(page, live_server, login, shot,
     shot("api-token-created")
     headers = {"Authorization": f"Token {key}"}
     assert httpx.get(f"{live_server.url}/api/v1/studies/", headers=headers).status_code == 200
+    expect(page.get_by_role("button", name="Copy key")).to_be_visible()
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.get_by_role("button", name="Revoke").click()
+    expect(page.locator("#token-list")).to_contain_text("active")  # dismissed: nothing revoked
+    assert asked and "incident forwarder" in asked[0]
+    assert httpx.get(f"{live_server.url}/api/v1/studies/", headers=headers).status_code == 200
+    page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Revoke").click()
     expect(page.locator("#token-list")).to_contain_text("revoked")
     assert httpx.get(f"{live_server.url}/api/v1/studies/", headers=headers).status_code == 401
