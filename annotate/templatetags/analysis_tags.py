@@ -71,3 +71,11 @@ def label(code: str) -> str:
 def get(mapping: dict, key: str):
     """mapping[key] in a template ({{ names|get:axis }}), None when missing."""
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def kind_label(kind: str) -> str:
+    """github_issue → "GitHub issue": a document kind as readers know it."""
+    from annotate.analysis import KIND_LABELS
+
+    return KIND_LABELS.get(kind, str(kind).replace("_", " "))

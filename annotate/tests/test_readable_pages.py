@@ -119,3 +119,12 @@ def test_an_excluded_episode_is_left_out_of_analysis_and_counted(paper):
     after = label_arrays(paper)
     assert after.excluded[ep.document.kind]["excluded by an owner"] == 1
     assert ep.pk not in set(after.episode_id) and len(after.episode_id) == len(before.episode_id) - 1
+
+
+def test_the_coverage_table_names_the_kind(paper, client, vera):
+    from annotate.models import Episode
+
+    Episode.objects.filter(study=paper, document__kind="literature").update(split="holdout")
+    client.force_login(vera)
+    html = client.get("/studies/alpha/coverage/").content.decode()
+    assert "<td>Literature record</td>" in html and "<td>literature</td>" not in html
