@@ -5,6 +5,7 @@ Every function here costs a fixed number of queries, whatever the size of the st
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class Picker:
     value_by_code: dict[str, dict[str, AxisValue]]
     value_by_id: dict[int, AxisValue]
     data_script: SafeString  # <script type="application/json" id="codebook-data"> for static/js/coding.js
+    data_json: str  # the same data, served once per codebook version as a cached script (codebook_data_js)
+    stamp: str  # the codebook version's cache key in that script's URL ("draft" until published)
     options_html: str  # the <optgroup>/<option> list of types, escaped, rendered once per codebook
 
     def type_options(self, selected: str | None = "") -> SafeString:
@@ -128,6 +131,8 @@ def _picker_build(codebook: Codebook) -> Picker:
         value_by_code={axis: {v.code: v for v in values} for axis, values in axes.items()},
         value_by_id={v.pk: v for values in axes.values() for v in values},
         data_script=json_script(data, "codebook-data"),
+        data_json=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+        stamp=f"{codebook.published_at:%Y%m%d%H%M%S%f}" if codebook.is_published else "draft",
         options_html="".join(options),
     )
 

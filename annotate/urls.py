@@ -14,6 +14,7 @@ from .views import (
     tokens,
 )
 from .views import analysis as analysis_views
+from .views import codebook_data as codebook_data_views
 from .views import documents as document_views
 from .views import incidents as incident_views
 from .views import suggestions as suggestion_views
@@ -97,6 +98,7 @@ urlpatterns = [
         suggestion_views.suggestion_reject_view,
         name="suggestion_reject",
     ),
+    path("codebooks/<int:pk>/coding-<str:stamp>.js", codebook_data_views.codebook_data_js, name="codebook_data_js"),
     path("profile/tokens/", tokens.profile_tokens, name="profile_tokens"),
     path("profile/tokens/<int:pk>/revoke/", tokens.profile_token_revoke, name="profile_token_revoke"),
 ]

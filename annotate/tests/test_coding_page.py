@@ -48,7 +48,7 @@ def test_it_shows_the_sanitised_text_with_title_link_cluster_and_the_codebook(cl
     assert 'href="https://github.com/acme/agent/issues/' in html
     assert "<strong>looped</strong>" in html
     assert "<script>alert" not in html and "onerror" not in html
-    assert 'id="codebook-data" type="application/json"' in html
+    assert "/coding-" in html  # the codebook's data, a script cached per version
     assert html.count('<option value="TUS-') == 6
     for name in ("source-llm", "stage-setup", "capability-actuation", "not_a_failure", "needs_new_type", "memo"):
         assert f'id="{name}"' in html
@@ -285,3 +285,22 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
     # session, user, membership, episode, own coding, all codings (visible now; no lease needed to edit)
     with django_assert_num_queries(6):
         assert "alice" in client.get(url(ep)).content.decode()
+
+
+def test_the_codebook_data_is_a_script_cached_per_codebook_version(client, bob, episode, charlie):
+    from annotate.coding_selectors import codebook_picker
+
+    picker = codebook_picker(episode.study.codebook)
+    client.force_login(bob)
+    html = client.get(url(episode)).content.decode()
+    src = f"/codebooks/{picker.codebook_id}/coding-{picker.stamp}.js"
+    assert f'<script src="{src}" defer></script>' in html
+    assert len(html) < 40_000  # the 50 KB of definitions are no longer in every page
+    response = client.get(src)
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/javascript")
+    assert "immutable" in response["Cache-Control"] and "private" in response["Cache-Control"]
+    body = response.content.decode()
+    assert body.startswith("window.FaultlineCodebook = {") and '"code":"TUS-03"' in body
+    assert client.get(f"/codebooks/{picker.codebook_id}/coding-20000101000000000000.js").status_code == 404
+    client.logout()
+    assert client.get(src).status_code == 302  # a login is needed, as for every page

@@ -46,9 +46,11 @@
   }
 
   function loadData() {
+    // The page loads the codebook as a script cached per codebook version (codebook_data_js);
+    // an inline <script id="codebook-data"> JSON block works too.
     var el = $("codebook-data");
-    if (!el || types.length) return;
-    var data = JSON.parse(el.textContent);
+    if (types.length || (!window.FaultlineCodebook && !el)) return;
+    var data = window.FaultlineCodebook || JSON.parse(el.textContent);
     types = data.types;
     axisNames = data.axes;
     types.forEach(function (t) {
