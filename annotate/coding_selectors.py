@@ -11,8 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, time
 
-from django.db.models import Count, Exists, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Value
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.html import escape, json_script
 from django.utils.safestring import SafeString, mark_safe
@@ -292,35 +291,21 @@ AXIS_LABELS = {
 }
 
 
-def _column(axis: str):
-    if axis not in ("failure_type", "source", "stage", "capability"):
-        return Cast(axis, IntegerField())  # a flag; PostgreSQL has no MIN/MAX of booleans
-    # A missing code is a value too: one coder's type against another's "needs a new type" is a disagreement.
-    return Coalesce(f"{axis}_id", Value(0), output_field=IntegerField())
-
-
 def disagreeing_episodes(
     study: Study, *, axis: str = "", failure_type_id: int | None = None, adjudicated: bool = False
 ) -> QuerySet[Episode]:
     """Complete episodes whose coders differ (on `axis`, or on any axis), in id order, lazily.
 
-    The same test as `labels.disagreeing_axes` (an axis differs when its smallest and largest
-    value differ), done by the database: one correlated EXISTS per episode over its few codings.
-    Episodes come from the (study, status) index in id order, so a page stops as soon as it is
-    full; its cost grows with the agreeing episodes it passes, not with the study.
+    An index lookup: the coding services store each episode's disagreement as axis
+    bits (services/disagreement.py), and a partial index holds only the episodes
+    that disagree, so a page costs the same however many agreeing episodes there are.
     """
+    from .services.disagreement import DISAGREEMENT_BITS
+
     status = EpisodeStatus.ADJUDICATED if adjudicated else EpisodeStatus.CODED
-    axes = [axis] if axis else list(DISAGREEMENT_AXES)
-    spread = (
-        Coding.objects.filter(episode=OuterRef("pk"))
-        .order_by()
-        .values("episode")
-        .annotate(**{f"lo_{a}": Min(_column(a)) for a in axes}, **{f"hi_{a}": Max(_column(a)) for a in axes})
-    )
-    differs = Q()
-    for a in axes:
-        differs |= Q(**{f"lo_{a}__lt": F(f"hi_{a}")})
-    episodes = Episode.objects.filter(study=study, status=status).filter(Exists(spread.filter(differs)))
+    episodes = Episode.objects.filter(study=study, status=status, disagreement__gt=0)
+    if axis:
+        episodes = episodes.annotate(on_axis=F("disagreement").bitand(DISAGREEMENT_BITS[axis])).filter(on_axis__gt=0)
     if failure_type_id is not None:
         episodes = episodes.filter(
             Exists(Coding.objects.filter(episode=OuterRef("pk"), failure_type_id=failure_type_id))

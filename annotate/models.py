@@ -217,6 +217,9 @@ class Episode(models.Model):
     # step, MAST's annotators' failure modes). Never a coding; hidden from blind coders until
     # they have saved their own (annotate.coding_selectors.reference_visible).
     reference = models.JSONField(default=dict, blank=True)
+    # The axes the codings differ on, one bit each (services/disagreement.py); 0 when they agree.
+    # Maintained by the coding and adjudication services in their transaction.
+    disagreement = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -225,6 +228,10 @@ class Episode(models.Model):
             models.Index(fields=["study", "split", "n_codings", "queue_key"]),
             models.Index(fields=["study", "split", "n_codings", "id"]),
             models.Index(fields=["study", "status"]),
+            # The adjudication list: disagreements are few, so the index holds only them.
+            models.Index(
+                fields=["study", "status", "id"], condition=Q(disagreement__gt=0), name="episode_disagreement_idx"
+            ),
         ]
         ordering = ["id"]
 

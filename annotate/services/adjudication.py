@@ -10,6 +10,7 @@ from django.db import transaction
 from taxonomy.models import AxisValue, FailureType
 
 from ..models import Adjudication, Coding, Episode, EpisodeStatus
+from .disagreement import disagreement_mask
 from .studies import CodingValues, attribution_validate, coding_values_validate
 
 
@@ -82,7 +83,9 @@ def adjudication_save(*, episode: Episode, adjudicator, values: AdjudicationValu
     adjudication.responsible_agent = "" if values.not_a_failure else values.responsible_agent.strip()
     adjudication._history_user = adjudicator
     adjudication.save()
-    Episode.objects.filter(pk=locked.pk).update(status=EpisodeStatus.ADJUDICATED)
+    # The stored disagreement is refreshed with the status, under the same lock, so the
+    # adjudication list's two states (to do, adjudicated) always read a current one.
+    Episode.objects.filter(pk=locked.pk).update(status=EpisodeStatus.ADJUDICATED, disagreement=disagreement_mask())
     episode.status = EpisodeStatus.ADJUDICATED
     return adjudication
 
@@ -95,4 +98,4 @@ def adjudication_delete(*, adjudication: Adjudication, user) -> None:
     adjudication.delete()
     k = episode.study.coders_per_episode
     status = EpisodeStatus.CODED if episode.n_codings >= k else EpisodeStatus.OPEN
-    Episode.objects.filter(pk=episode.pk).update(status=status)
+    Episode.objects.filter(pk=episode.pk).update(status=status, disagreement=disagreement_mask())

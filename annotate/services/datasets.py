@@ -45,6 +45,7 @@ from ..models import (
     SuggestionBackend,
     SuggestionStatus,
 )
+from .disagreement import disagreement_refresh
 from .studies import queue_key_for, study_create
 
 EXPORT_DIR = "exports"
@@ -398,6 +399,7 @@ def dataset_import(
         else:
             ep.status = EpisodeStatus.CODED if ep.n_codings >= k else EpisodeStatus.OPEN
     Episode.objects.bulk_update(episodes, ["queue_key", "created_at", "status"], batch_size=1000)
+    disagreement_refresh(study_id=study.pk)  # the study is new: all its episodes are these
     Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule)
     study.label_rule = rule
     for member in users.values():

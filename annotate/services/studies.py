@@ -16,6 +16,7 @@ from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 from ..models import Coding, Confidence, Episode, EpisodeStatus, Membership, Role, Study
 from ..selectors import count_per_outer_row
+from .disagreement import disagreement_mask, disagreement_refresh
 
 User = get_user_model()
 
@@ -141,6 +142,10 @@ def attribution_validate(*, decisive_step: int | None, responsible_agent: str, d
         raise ValidationError(errors)
 
 
+# Coding fields that can change an episode's stored disagreement.
+DISAGREEMENT_FIELDS = {"failure_type", "source", "stage", "capability", "not_a_failure", "needs_new_type"}
+
+
 def _refresh_episode_counts(episode_id: int, k: int, *, locked: bool = False) -> None:
     """Store the episode's number of codings and its open/coded status.
 
@@ -155,7 +160,7 @@ def _refresh_episode_counts(episode_id: int, k: int, *, locked: bool = False) ->
         When(GreaterThanOrEqual(n, Value(k)), then=Value(EpisodeStatus.CODED)),
         default=Value(EpisodeStatus.OPEN),
     )
-    Episode.objects.filter(pk=episode_id).update(n_codings=n, status=status)
+    Episode.objects.filter(pk=episode_id).update(n_codings=n, status=status, disagreement=disagreement_mask())
 
 
 def _suggestion_mark_used(*, suggestion, episode: Episode, values: CodingValues, user) -> None:
@@ -251,6 +256,8 @@ def coding_write(
     current.version += 1
     current._history_user = coder
     current.save()
+    if set(changed) & DISAGREEMENT_FIELDS:
+        Episode.objects.filter(pk=episode.pk).update(disagreement=disagreement_mask())
     return current
 
 
@@ -283,6 +290,7 @@ def episodes_recount(*, study: Study) -> int:
             ep.n_codings, ep.status = ep.real, status
             stale.append(ep)
     Episode.objects.bulk_update(stale, ["n_codings", "status"], batch_size=1000)
+    disagreement_refresh(study_id=study.pk)
     return len(stale)
 
 
