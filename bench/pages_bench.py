@@ -134,6 +134,10 @@ def fill(study, n: int, coded: int, coders: tuple, *, first_id: int, seed: int =
                                       capability=axes["capability"][3], memo="bench"))  # fmt: skip
         Episode.objects.bulk_create(episodes)
         Coding.objects.bulk_create(codings, batch_size=2000)
+    # Bulk-created codings bypass the coding service: store the disagreement state as it would.
+    from annotate.services.disagreement import disagreement_refresh
+
+    disagreement_refresh(study_id=study.pk)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -183,14 +183,10 @@ def code_episodes(study, coders, coded: int, disagreeing: int, seed: int) -> Non
 
 
 def _disagreement_backfill(cursor, study_id: int) -> None:
-    """Set the stored disagreement state the way the migration backfills it, if this version has one."""
-    from annotate.models import Episode
+    """Bulk-created codings bypass the coding service: store the disagreement state as it would."""
+    from annotate.services.disagreement import disagreement_refresh
 
-    if "disagreement" not in {f.name for f in Episode._meta.get_fields()}:
-        return
-    from annotate.services.disagreement import disagreement_backfill
-
-    disagreement_backfill(study_id=study_id)
+    disagreement_refresh(study_id=study_id)
 
 
 # ---------------------------------------------------------------- pages

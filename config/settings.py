@@ -367,6 +367,10 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
+# With a shared cache, a request reads its session from the cache instead of the database (written through
+# to both). Not with the per-process cache: another gunicorn worker would still hold a session logged out here.
+if os.environ.get("REDIS_CACHE_URL"):
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
 LOGGING = {
     "version": 1,

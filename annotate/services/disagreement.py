@@ -65,8 +65,3 @@ def disagreement_refresh(*, episode_ids: Iterable[int] | None = None, study_id: 
     if study_id is not None:
         episodes = episodes.filter(study_id=study_id)
     return episodes.update(disagreement=disagreement_mask())
-
-
-def disagreement_backfill(*, study_id: int) -> int:
-    """Recompute a study's stored disagreement (the bench's bulk-filled studies; `episodes_recount` repairs)."""
-    return disagreement_refresh(study_id=study_id)
