@@ -21,14 +21,14 @@ from itertools import combinations
 
 import numpy as np
 from django.contrib.auth import get_user_model
-from django.db.models import Max
+from django.db.models import Count, Exists, Max, OuterRef
 from django.utils import timezone
 
 from taxonomy import stats
 from taxonomy.models import Axis, AxisValue, Category, FailureType
 
 from .attribution import attribution_document
-from .labels import final_labels
+from .labels import final_labels, resolve_label
 from .models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
 
 KINDS = tuple(DocumentKind.values)  # github_issue, literature, incident: the stream order of designs
@@ -128,14 +128,21 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
     their labels are kept for the coverage document.
     """
     axes = axes or codebook_axes(study)
-    qs = Episode.objects.filter(study=study).only(
-        "id", "split", "study_id", "document", "document__kind", "document__cluster", "document__title"
+    # Episodes nobody has coded or adjudicated have a known label; they are counted by the
+    # database, not read one by one (most of a large study's episodes, usually).
+    touched = Exists(Coding.objects.filter(episode=OuterRef("pk"))) | Exists(
+        Adjudication.objects.filter(episode=OuterRef("pk"))
+    )
+    qs = (
+        Episode.objects.filter(study=study)
+        .filter(touched)
+        .only("id", "split", "study_id", "document", "document__kind", "document__cluster", "document__title")
     )
     kind_index = {k: i for i, k in enumerate(KINDS)}
     rows: list[tuple] = []
     excluded: dict[str, Counter] = {k: Counter() for k in KINDS}
     holdout = []
-    n = 0
+    n = _untouched_labels(study, Episode.objects.filter(study=study).exclude(touched), excluded, holdout)
     ix = axes.index
     for ep, label in final_labels(study, qs, chunk=5000):
         n += 1
@@ -166,6 +173,7 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
             )
         )
     rows.sort()
+    holdout.sort(key=lambda h: h[0])
     cols = list(zip(*rows, strict=True)) if rows else [()] * 8
     ints = [np.asarray(c, dtype=np.int64) for c in (cols[0], cols[1], cols[3], cols[4], cols[5], cols[6], cols[7])]
     cluster = np.asarray(cols[2], dtype=object)
@@ -192,6 +200,22 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
         fingerprint=digest.hexdigest(),
         as_of=_as_of(study),
     )
+
+
+def _untouched_labels(study: Study, untouched, excluded: dict[str, Counter], holdout: list) -> int:
+    """Count the episodes without codings or adjudication where `label_arrays` would put them; return how many."""
+    empty = resolve_label(adjudication=None, codings=[], k=study.coders_per_episode, rule=study.label_rule,
+                          label_coder_id=study.label_coder_id)  # fmt: skip
+    n = 0
+    for kind, split, count in untouched.order_by().values_list("document__kind", "split").annotate(c=Count("id")):
+        n += count
+        if split == Split.EXCLUDED:
+            excluded[kind]["excluded by an owner"] += count
+        elif split != Split.HOLDOUT:
+            excluded[kind][empty.reason] += count
+    held_out = untouched.filter(split=Split.HOLDOUT).values_list("id", "document__kind", "document__title")
+    holdout += [(e_id, kind, title, empty) for e_id, kind, title in held_out]
+    return n
 
 
 def _as_of(study: Study) -> str | None:

@@ -196,7 +196,8 @@ def test_it_reports_the_contrast_and_its_sensitivity_checks(paper):
 def test_it_builds_the_label_arrays_in_a_fixed_number_of_queries(study, codes, alice, bob, django_assert_num_queries):
     build(study, paper_rows(3, 3), codes, [alice, bob])
     axes = codebook_axes(study)
-    with django_assert_num_queries(7) as small:
+    # Two more than reading every episode: the untouched ones are counted, and their hold-outs listed.
+    with django_assert_num_queries(9) as small:
         label_arrays(study, axes)
     build(study, paper_rows(12, 20), codes, [alice, bob])
     with django_assert_num_queries(len(small.captured_queries)):
@@ -322,3 +323,34 @@ def test_the_chunks_work_on_the_labels_the_job_read(paper):
     assert back.cluster.tolist() == labels.cluster.tolist()
     assert (back.excluded, back.holdout) == (labels.excluded, labels.holdout)
     assert (back.fingerprint, back.n_episodes, back.as_of) == (labels.fingerprint, labels.n_episodes, labels.as_of)
+
+
+def test_label_arrays_count_uncoded_episodes_without_reading_them(paper, make_episode):
+    """The same arrays, counts and fingerprint as reading every episode's label one by one."""
+    from collections import Counter
+
+    from annotate.analysis import KINDS, label_arrays
+    from annotate.labels import final_labels
+    from annotate.models import Episode, Split
+
+    study, _ = paper
+    for split in ("primary", "holdout", "excluded", "primary"):
+        Episode.objects.filter(pk=make_episode(study, kind="literature").pk).update(split=split)
+    labels = label_arrays(study)
+    excluded = {k: Counter() for k in KINDS}
+    holdout, labelled = [], []
+    for ep, label in final_labels(study):
+        if ep.split == Split.HOLDOUT:
+            holdout.append((ep.id, ep.document.kind, ep.document.title, label))
+        elif ep.split == Split.EXCLUDED:
+            excluded[ep.document.kind]["excluded by an owner"] += 1
+        elif not label.usable:
+            excluded[ep.document.kind][label.reason] += 1
+        elif label.not_a_failure:
+            excluded[ep.document.kind]["not_a_failure"] += 1
+        else:
+            labelled.append(ep.id)
+    assert labels.n_episodes == Episode.objects.filter(study=study).count()
+    assert labels.excluded == excluded and excluded["literature"]["uncoded"] >= 2
+    assert labels.holdout == holdout
+    assert labels.episode_id.tolist() == labelled
