@@ -626,8 +626,9 @@ def _label_coder(study: Study) -> str | None:
 # Episodes of one cell (the heatmap's click-through)
 
 
-def cell_episodes(study: Study, kind: str, stage: str, capability: str, *, limit: int = 500):
-    """The primary episodes whose final label falls in (kind, stage, capability), with their documents."""
+def cell_episodes(study: Study, kind: str, stage: str, capability: str, *, after: int = 0, limit: int = 200):
+    """One page of the primary episodes whose final label falls in (kind, stage, capability), in id order
+    after the keyset cursor `after` (an episode id), with their documents and the next page's cursor."""
     axes = codebook_axes(study)
     labels = label_arrays(study, axes)
     stages = [c for c, _ in axes.stages]
@@ -636,14 +637,16 @@ def cell_episodes(study: Study, kind: str, stage: str, capability: str, *, limit
         return None
     m = (labels.kind == KINDS.index(kind)) & (labels.stage == stages.index(stage))
     m &= labels.capability == caps.index(capability)
-    ids = labels.episode_id[m].tolist()
+    ids = labels.episode_id[m]  # sorted: label_arrays keeps episode id order
+    page = ids[ids > after][: limit + 1].tolist()
     episodes = list(
-        Episode.objects.filter(pk__in=ids[:limit])
+        Episode.objects.filter(pk__in=page[:limit])
         .select_related("document")
         .only("id", "excerpt", "document__title", "document__url", "document__cluster", "document__kind")
-        .order_by("document__cluster", "id")
+        .order_by("id")
     )
-    return {"total": len(ids), "episodes": episodes}
+    return {"total": int(m.sum()), "episodes": episodes, "next_after": page[limit - 1] if len(page) > limit else None,
+            "after": after}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------

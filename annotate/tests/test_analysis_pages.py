@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 
@@ -172,3 +173,31 @@ def test_the_study_overview_links_the_analysis_pages(paper, client, vera):
     html = client.get("/studies/alpha/").content.decode()
     for path in ("analysis/", "agreement/", "coverage/"):
         assert f"/studies/alpha/{path}" in html
+
+
+def test_a_cell_list_pages_by_keyset(paper, alice):
+    from annotate.analysis import cell_episodes
+
+    study = paper
+    whole = cell_episodes(study, "literature", "planning", "reasoning")
+    assert whole["total"] >= 3 and whole["next_after"] is None
+    seen, after = [], 0
+    while True:
+        page = cell_episodes(study, "literature", "planning", "reasoning", after=after, limit=2)
+        seen += [e.pk for e in page["episodes"]]
+        if page["next_after"] is None:
+            break
+        after = page["next_after"]
+    assert seen == [e.pk for e in whole["episodes"]] == sorted(seen)
+
+
+def test_the_cell_page_links_its_next_page(paper, client, alice, monkeypatch):
+    from annotate import analysis
+
+    real = analysis.cell_episodes
+    monkeypatch.setattr("annotate.views.analysis.cell_episodes", lambda *a, **kw: real(*a, **{**kw, "limit": 2}))
+    client.force_login(alice)
+    html = client.get("/studies/alpha/analysis/cell/literature/planning/reasoning/").content.decode()
+    after = re.search(r'rel="next" href="\?after=(\d+)"', html).group(1)
+    rest = client.get(f"/studies/alpha/analysis/cell/literature/planning/reasoning/?after={after}").content.decode()
+    assert "First page" in rest and html.count("/studies/alpha/episodes/") == 2

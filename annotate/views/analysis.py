@@ -110,7 +110,8 @@ def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
 @require_GET
 @study_view("read")
 def analysis_cell(request: HttpRequest, study: Study, kind: str, stage: str, capability: str) -> HttpResponse:
-    found = cell_episodes(study, kind, stage, capability)
+    after = request.GET.get("after", "")
+    found = cell_episodes(study, kind, stage, capability, after=int(after) if after.isdigit() else 0)
     if found is None:
         raise Http404("No such cell")
     context = {"study": study, "kind": kind, "kind_label": KIND_LABELS[kind], "stage": stage,
