@@ -12,6 +12,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
+from annotate.coding_selectors import codebook_picker
 from annotate.models import Artifact, Document, Job, Suggestion, TraceStep
 from annotate.services.studies import CodingValues, coding_save
 from annotate.services.tokens import token_create
@@ -40,6 +41,7 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "codebook_detail": ("GET", ANY_USER, {}),
     "type_detail": ("GET", ANY_USER, {}),
     "codebook_diff": ("GET", ANY_USER, {}),
+    "codebook_data_js": ("GET", ANY_USER, {}),
     "profile_tokens": ("GET", ANY_USER, {}),
     "profile_token_revoke": ("POST", (LOGIN, 404, 404, 404, 302), {}),  # only alice's own token
     "study_overview": ("GET", PAGE_READ, {}),
@@ -185,10 +187,11 @@ def kwargs_for(name: str, pattern, w) -> dict:
         "slug": w["slug"], "code": "TUS-03", "kind": "github_issue", "stage": "iterative_execution",
         "capability": "actuation", "name": "difference", "fmt": "json", "episode_pk": w["episode"].pk,
         "token": "not-a-token", "uidb64": "MQ", "index": 0, "part": "input",
+        "stamp": codebook_picker(w["codebook"]).stamp,
     }  # fmt: skip
     pk = {
         "codebook_detail": w["codebook"].pk, "type_detail": w["codebook"].pk, "codebook_diff": w["codebook"].pk,
-        "codebook-detail": w["codebook"].pk, "codebook-types": w["codebook"].pk,
+        "codebook-detail": w["codebook"].pk, "codebook-types": w["codebook"].pk, "codebook_data_js": w["codebook"].pk,
         "document_detail": w["document"].pk, "document_episode_add": w["document"].pk,
         "document_episode_split": w["document"].pk, "document_episode_delete": w["document"].pk,
         "job_status": w["job"].pk, "api-job": w["job"].pk, "api-job-file": w["job"].pk,
