@@ -1218,3 +1218,66 @@ def test_it_fills_every_field_of_cell_intervals_with_and_without_enough_data():
     assert ok.enough is True and ok.reason == "" and ok.method == "wilson_deff"
     assert np.array_equal(ok.n_eff, stats.effective_sizes(d).n_eff)
     assert stats._sign(0.0) == 0 and stats._sign(-2.0) == -1 and stats._sign(0.5) == 1
+
+
+def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
+    a = design([0] * 10 + [1] * 5, ["doi:10.1/big:x"] * 10 + [f"s{i}" for i in range(5)], K=2)
+    b = design([1] * 6, [f"p{i}" for i in range(6)], K=2)
+    loo = stats.sensitivity(a, b, 0, B=128, seed=1, subsamples=2)[0]
+    shift = pytest.approx(-10 / 15)
+    assert loo.detail["most_influential"] == {"side": "a", "cluster": "doi:10.1/big:x", "shift": shift}
+
+
+# Equivalent mutants: survivors of `make mutation` judged to change nothing observable (mutant: reason).
+#   taxonomy.stats.x__bca__mutmut_57: zeros_like(num, dtype=None) keeps num's float64
+#   taxonomy.stats.x__bca__mutmut_59: zeros_like(num) keeps num's float64
+#   taxonomy.stats.x__bca__mutmut_96: q comes from ndtr, in [0, 1], so q (B - 1) is never below 0
+#   taxonomy.stats.x__bca__mutmut_97: q <= 1, so q (B - 1) never exceeds B - 1
+#   taxonomy.stats.x__bca__mutmut_105: q <= 1, so the upper clip (B - 1 or B + 1) never bites
+#   taxonomy.stats.x_analytic_limits__mutmut_2: a default n of 0 or 1 fails the n < 2 check alike
+#   taxonomy.stats.x_analytic_limits__mutmut_10: p is promoted to float64 by its first product with n_eff
+#   taxonomy.stats.x_analytic_limits__mutmut_12: p is promoted to float64 by its first product with n_eff
+#   taxonomy.stats.x_analytic_limits__mutmut_14: n_eff is promoted to float64 by its first product with floats
+#   taxonomy.stats.x_analytic_limits__mutmut_16: n_eff is promoted to float64 by its first product with floats
+#   taxonomy.stats.x_analytic_limits__mutmut_148: the Wilson upper limit never exceeds 1 (exactly 1.0 at p = 1)
+#   taxonomy.stats.x_wilson__mutmut_86: the Wilson upper limit never exceeds 1 (exactly 1.0 at k = n)
+#   taxonomy.stats.x_effective_sizes__mutmut_2: astype(None) is float64
+#   taxonomy.stats.x_effective_sizes__mutmut_79: (sum a)^2 / sum a^2 >= 1 for non-negative a; the lower clip never bites
+#   taxonomy.stats.x_effective_sizes__mutmut_87: a cluster's residuals sum to 0 over cells, so the ratio is >= 2
+#   taxonomy.stats.x__unit_counts__mutmut_15: astype(None) is float64
+#   taxonomy.stats.x__weight_chunks__mutmut_6: chunk grouping never changes the concatenated weights
+#   taxonomy.stats.x__weight_chunks__mutmut_13: U >= 2 here (agreement returns earlier with fewer units)
+#   taxonomy.stats.x__weight_chunks__mutmut_54: integers(U) draws from [0, U), the same stream as integers(0, U)
+#   taxonomy.stats.x__weight_chunks__mutmut_57: int64 is the default dtype of Generator.integers
+#   taxonomy.stats.x__weight_chunks__mutmut_71: astype(None) is float64
+#   taxonomy.stats.x__agreement_stats__mutmut_63: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
+#   taxonomy.stats.x__agreement_stats__mutmut_72: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
+#   taxonomy.stats.x__agreement_stats__mutmut_82: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   taxonomy.stats.x__agreement_stats__mutmut_83: p_e = 1 exactly only with one category, then p_o = 1 and 0/0 = nan
+#   taxonomy.stats.x_agreement__mutmut_250: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   taxonomy.stats.x_agreement__mutmut_262: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   taxonomy.stats.x_agreement__mutmut_312: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   taxonomy.stats.x_agreement__mutmut_280: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
+#   taxonomy.stats.x_agreement__mutmut_136: astype(None) is float64, as astype(float)
+#   taxonomy.stats.x_agreement__mutmut_334: a pair exists only where both coded a unit: its sample value is defined
+#   taxonomy.stats.x_agreement__mutmut_344: a pair exists only where both coded a unit: its sample value is defined
+#   taxonomy.stats.x_agreement__mutmut_345: a pair exists only where both coded a unit: its sample value is defined
+#   taxonomy.stats.x_agreement__mutmut_435: with two or more pairable units the sample percent agreement is defined
+#   taxonomy.stats.x_agreement__mutmut_445: with two or more pairable units the sample percent agreement is defined
+#   taxonomy.stats.x_agreement__mutmut_446: with two or more pairable units the sample percent agreement is defined
+#   taxonomy.stats.x_agreement__mutmut_395: np.where overwrites the uninitialised slots (unused categories) with -1
+#   taxonomy.stats.x_agreement__mutmut_399: np.where overwrites the uninitialised slots (unused categories) with -1
+#   taxonomy.stats.x_agreement__mutmut_403: a category used once has no agreeing pair-end: 0 either way
+#   taxonomy.stats.x_diff_intervals__mutmut_14: np.zeros(None) is a scalar 0 that broadcasts to the K zeros
+#   taxonomy.stats.x_diff_intervals__mutmut_19: np.zeros(None) is a scalar 0 that broadcasts to the K zeros
+#   taxonomy.stats.x__capped__mutmut_19: cluster_design turns the names into strings either way
+#   taxonomy.stats.x__capped__mutmut_21: cluster_design turns the names into strings either way
+#   taxonomy.stats.x_design_without__mutmut_26: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_design_without__mutmut_29: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_design_without__mutmut_30: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_sensitivity__mutmut_68: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_sensitivity__mutmut_71: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_sensitivity__mutmut_72: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_sensitivity__mutmut_78: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_sensitivity__mutmut_81: the zipped sequences have equal length by construction
+#   taxonomy.stats.x_sensitivity__mutmut_82: the zipped sequences have equal length by construction
