@@ -47,6 +47,9 @@ def test_jobs_queued_while_no_worker_runs_each_run_exactly_once(
     require_postgres, private_redis, processes, study, alice, make_episode
 ):
     episodes = [make_episode(study, body=f"Episode {i}: the planner never stopped.") for i in range(20)]
+    # Imports here must not start suggestion batches of their own: the test counts the model's requests.
+    study.suggest_on_import = False
+    study.save(update_fields=["suggest_on_import"])
     llm = FakeLLMServer().start()
     try:
         env = app_env(
