@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from .models import Membership, Role
+from .visibility import check_reports
 
 LEVELS = ("read", "write", "adjudicate", "owner")
 
@@ -38,10 +39,12 @@ def check_level(membership: Membership, level: str) -> None:
         raise PermissionDenied(f"Your role in this study ({membership.role}) does not allow this.")
 
 
-def study_view(level: str = "read"):
+def study_view(level: str = "read", *, report: bool = False):
     """Resolve `slug` to a study the user belongs to, at `level`, and pass it on.
 
     The view is called as view(request, study, *args) with request.membership set.
+    `report`: the page shows reports built from everyone's codings, which blinding
+    keeps from coders of a blind study (annotate.visibility.check_reports).
     """
     assert level in LEVELS
 
@@ -50,6 +53,8 @@ def study_view(level: str = "read"):
         def wrapper(request, slug, *args, **kwargs):
             membership = membership_for(request.user, slug)
             check_level(membership, level)
+            if report:
+                check_reports(membership)
             request.membership = membership
             return view(request, membership.study, *args, **kwargs)
 

@@ -152,26 +152,7 @@ def codebook_picker(codebook: Codebook) -> Picker:
     return picker
 
 
-# ---------------------------------------------------------------- blinding
-
-
-def codings_visible(*, membership: Membership, episode: Episode, has_own: bool, on_coding_page: bool = False) -> bool:
-    """May this member see other coders' codings of the episode?
-
-    In a blind study a coder sees them only once they have submitted their own.
-    Owners and viewers (who do not code blind) see them on the episode and
-    adjudication pages; on the coding page everyone codes blind, owners too.
-    A coder with the adjudicator duty also sees complete episodes (k codings),
-    which they can no longer be asked to code.
-    """
-    study = membership.study
-    if not study.blind or has_own:
-        return True
-    if on_coding_page:
-        return False
-    if membership.role in (Role.OWNER, Role.VIEWER):
-        return True
-    return membership.can_adjudicate and episode.n_codings >= study.coders_per_episode
+# ---------------------------------------------------------------- codings
 
 
 def episode_codings(episode: Episode) -> list[Coding]:

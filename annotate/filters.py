@@ -10,6 +10,7 @@ study's codebook: an unknown code is a 400 with a field error, not an empty
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
@@ -17,6 +18,7 @@ from drf_spectacular.utils import extend_schema_field
 
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split
 from annotate.search import document_search
+from annotate.visibility import Visibility
 from taxonomy.models import Axis, AxisValue, FailureType
 
 User = get_user_model()
@@ -24,6 +26,15 @@ User = get_user_model()
 
 def _study(request):
     return getattr(request, "study", None) if request is not None else None
+
+
+def _visibility(request) -> Visibility:
+    """Whose view of the codings the filters take: every caller states it (the API's permission
+    class, the export service); a request without one is a programming error, not a full view."""
+    visibility = getattr(request, "visibility", None)
+    if visibility is None:
+        raise ImproperlyConfigured("Episode filters need request.visibility (annotate.visibility).")
+    return visibility
 
 
 def _types(request) -> QuerySet[FailureType]:
@@ -48,7 +59,11 @@ def _coders(request):
     return User.objects.filter(Q(memberships__study=study) | Q(codings__episode__study=study)).distinct()
 
 
-CODE_HELP = "Episodes with a coding or an adjudication that uses this {what} (a code of the study's codebook)."
+CODE_HELP = (
+    "Episodes with a coding or an adjudication that uses this {what} (a code of the study's codebook). "
+    "In a blind study a coder's filter looks only at the codings they may see: their own, and others' on "
+    "episodes they coded."
+)
 
 
 class EpisodeFilter(filters.FilterSet):
@@ -101,19 +116,25 @@ class EpisodeFilter(filters.FilterSet):
         model = Episode
         fields = ["kind", "cluster", "split", "coded", "failure_type", "source", "stage", "capability", "coder"]
 
+    # Every filter that looks at codings looks only at those the caller may see (annotate.visibility).
+    def _codings(self):
+        return _visibility(self.request).codings(Coding.objects.all())
+
     def filter_coded(self, queryset, name, value):
-        return queryset.filter(n_codings__gt=0) if value else queryset.filter(n_codings=0)
+        coded = Exists(self._codings().filter(episode=OuterRef("pk")))
+        return queryset.filter(coded) if value else queryset.exclude(coded)
 
     @extend_schema_field(OpenApiTypes.STR)
     def filter_code(self, queryset, name, value):
         field = f"{name}_id"
-        codings = Coding.objects.filter(episode=OuterRef("pk"), **{field: value.pk})
-        adjudications = Adjudication.objects.filter(episode=OuterRef("pk"), **{field: value.pk})
+        codings = self._codings().filter(episode=OuterRef("pk"), **{field: value.pk})
+        visible = _visibility(self.request).adjudications(Adjudication.objects.all())
+        adjudications = visible.filter(episode=OuterRef("pk"), **{field: value.pk})
         return queryset.filter(Exists(codings) | Exists(adjudications))
 
     @extend_schema_field(OpenApiTypes.INT)
     def filter_coder(self, queryset, name, value):
-        return queryset.filter(Exists(Coding.objects.filter(episode=OuterRef("pk"), coder_id=value.pk)))
+        return queryset.filter(Exists(self._codings().filter(episode=OuterRef("pk"), coder_id=value.pk)))
 
     def filter_q(self, queryset, name, value):
         study = _study(self.request)
@@ -121,7 +142,7 @@ class EpisodeFilter(filters.FilterSet):
         return queryset.filter(document_id__in=document_search(documents, value).order_by().values("pk"))
 
     def filter_updated_since(self, queryset, name, value):
-        changed = Coding.objects.filter(episode=OuterRef("pk"), updated_at__gte=value)
+        changed = self._codings().filter(episode=OuterRef("pk"), updated_at__gte=value)
         return queryset.filter(Q(created_at__gte=value) | Q(document__updated_at__gte=value) | Exists(changed))
 
 
@@ -168,3 +189,7 @@ class CodingFilter(filters.FilterSet):
     class Meta:
         model = Coding
         fields = ["episode", "kind", "cluster", "split", "failure_type", "source", "stage", "capability", "coder"]
+
+    def filter_queryset(self, queryset):
+        # Only the codings the caller may see are filtered at all, whatever the list started from.
+        return super().filter_queryset(_visibility(self.request).codings(queryset))

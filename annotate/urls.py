@@ -36,6 +36,7 @@ urlpatterns = [
     path("studies/<slug:slug>/progress/mine/", queue.coding_progress, name="coding_progress"),
     path("studies/<slug:slug>/episodes/<int:pk>/", episodes.episode_detail, name="episode_detail"),
     path("studies/<slug:slug>/episodes/<int:pk>/code/", coding.coding_page, name="coding_page"),
+    path("studies/<slug:slug>/episodes/<int:pk>/claim/", coding.coding_claim, name="coding_claim"),
     path("studies/<slug:slug>/episodes/<int:pk>/skip/", queue.coding_skip, name="coding_skip"),
     path("studies/<slug:slug>/episodes/<int:pk>/leave/", queue.coding_leave, name="coding_leave"),
     path("studies/<slug:slug>/leases/<int:pk>/release/", queue.lease_release_view, name="lease_release"),

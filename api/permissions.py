@@ -8,6 +8,7 @@ from rest_framework.request import Request
 
 from annotate.access import membership_for
 from annotate.models import Membership
+from annotate.visibility import BLIND_REPORT, coding_visibility
 
 SAFE = permissions.SAFE_METHODS
 
@@ -37,7 +38,11 @@ def study_membership(request: Request, slug: str, level: str | None = None) -> M
 
 
 class StudyMember(permissions.IsAuthenticated):
-    """For views routed with a `slug` kwarg: sets request.membership and request.study."""
+    """For views routed with a `slug` kwarg: sets request.membership, request.study and request.visibility.
+
+    A view with `report_of_all_codings = True` (analysis, agreement, exports) is refused to members
+    whom the blinding rule does not show everyone's codings.
+    """
 
     def has_permission(self, request, view):
         if not super().has_permission(request, view):
@@ -48,4 +53,7 @@ class StudyMember(permissions.IsAuthenticated):
         membership = study_membership(request, slug, getattr(view, "required_level", None))
         request.membership = membership
         request.study = membership.study
+        request.visibility = coding_visibility(membership)
+        if getattr(view, "report_of_all_codings", False) and not request.visibility.sees_aggregates:
+            raise PermissionDenied(BLIND_REPORT)
         return True

@@ -16,10 +16,10 @@ from annotate.models import (
     Episode,
     Job,
     Membership,
-    Role,
     Study,
     TriageEvent,
 )
+from annotate.visibility import coding_visibility
 from taxonomy.models import Codebook, FailureType
 
 
@@ -47,24 +47,24 @@ def episodes(study: Study) -> QuerySet[Episode]:
 
 
 def codings_visible(membership: Membership) -> QuerySet[Coding]:
-    """A study's codings as this member may see them.
-
-    In a blind study a coder who does not adjudicate sees only their own
-    codings, as in the coding workspace; owners, adjudicators and viewers see all.
-    """
+    """A study's codings as this member may see them (annotate.visibility decides)."""
     qs = Coding.objects.filter(episode__study_id=membership.study_id).select_related(
         "coder", "failure_type", "source", "stage", "capability"
     )
-    if membership.study.blind and membership.role == Role.CODER and not membership.adjudicator:
-        qs = qs.filter(coder_id=membership.user_id)
-    return qs
+    return coding_visibility(membership).codings(qs)
 
 
 def jobs_visible(user) -> QuerySet[Job]:
-    """Jobs of the user's studies, and the user's own jobs without a study."""
-    return Job.objects.filter(Q(study__memberships__user=user) | Q(study__isnull=True, created_by=user)).select_related(
-        "study"
-    )
+    """Jobs of the user's studies, and the user's own jobs without a study.
+
+    Where blinding keeps everyone's codings from a member (annotate.visibility), they see
+    only the jobs they started: others' jobs carry reports of everyone's codings.
+    """
+    memberships = Membership.objects.filter(user=user).select_related("study")
+    full = [m.study_id for m in memberships if coding_visibility(m).sees_aggregates]
+    member_of = [m.study_id for m in memberships]
+    mine = Q(created_by=user) & (Q(study__isnull=True) | Q(study_id__in=member_of))
+    return Job.objects.filter(Q(study_id__in=full) | mine).select_related("study")
 
 
 def incidents_for(user) -> QuerySet[Document]:

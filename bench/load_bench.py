@@ -263,12 +263,19 @@ def coder_loop(base: str, username: str, deadline: float, max_loops: int, rec: R
     except Exception as exc:
         rec.error(f"login {username}: {exc}")
         return
+    try:
+        _, _, page = browser.request("GET", f"/studies/{SLUG}/")
+        csrf = CSRF_RE.search(page).group(1)
+    except Exception as exc:
+        rec.error(f"study page {username}: {exc}")
+        return
     for i in range(max_loops):
         if time.monotonic() > deadline:
             return
         try:
             t = time.perf_counter()
-            status, location, _ = browser.request("GET", f"/studies/{SLUG}/next/")
+            # "next" claims a place, so it is a POST (a GET changes nothing).
+            status, location, _ = browser.request("POST", f"/studies/{SLUG}/next/", {"csrfmiddlewaretoken": csrf})
             rec.time("next", t)
             match = EPISODE_RE.search(location)
             if status != 302 or not match:
@@ -287,7 +294,7 @@ def coder_loop(base: str, username: str, deadline: float, max_loops: int, rec: R
             version = VERSION_RE.search(page)
             memo = f"{username}:{i}:{uuid.uuid4().hex[:8]}"
             data = {**codes, "csrfmiddlewaretoken": csrf, "memo": memo, "confidence": "medium",
-                    "version": version.group(1) if version else "", "action": "next"}  # fmt: skip
+                    "version": version.group(1) if version else "", "action": "save"}  # fmt: skip
             t = time.perf_counter()
             status, _, body = browser.request("POST", f"/studies/{SLUG}/episodes/{episode_id}/code/", data)
             rec.time("save", t)

@@ -167,18 +167,18 @@ class Endpoints:
 
     def coding_post_data(self) -> dict:
         return {"failure_type": self.codes[0], "source": "llm", "stage": "iterative_execution",
-                "capability": "actuation", "confidence": "medium", "memo": "bench", "action": "next"}  # fmt: skip
+                "capability": "actuation", "confidence": "medium", "memo": "bench", "action": "save"}  # fmt: skip
 
     def next(self, i: int):
         from annotate.models import Episode
-        from annotate.services.queue import coding_submit
+        from annotate.services.studies import coding_save
 
-        response = self.coder_client.get(f"/studies/{self.study.slug}/next/")
+        response = self.coder_client.post(f"/studies/{self.study.slug}/next/")
         assert response.status_code == 302, response.status_code
 
         def code_it():
             episode = Episode.objects.select_related("study").get(pk=int(response.url.rstrip("/").split("/")[-2]))
-            coding_submit(episode=episode, coder=self.coder, values=self.values, version=None)
+            coding_save(episode=episode, coder=self.coder, values=self.values, version=None)
 
         return response, code_it
 

@@ -28,6 +28,9 @@ ANY_USER = (LOGIN, 200, 200, 200, 200)
 POST_WRITE = (LOGIN, 404, 403, 302, 302)
 POST_OWNER = (LOGIN, 404, 403, 403, 302)
 API_READ = (401, 404, 200, 200, 200)
+# Reports built from everyone's codings: the study is blind, so its coder (Bob) may not see them.
+PAGE_REPORT = (LOGIN, 404, 200, 403, 200)
+API_REPORT = (401, 404, 200, 403, 200)
 API_ANY = (401, 200, 200, 200, 200)
 
 # name -> (method, expected, extra). Method "POST" posts an empty or minimal body;
@@ -49,7 +52,8 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "study_coding_settings": ("GET", PAGE_OWNER, {}),
     "study_webhook_settings": ("GET", PAGE_OWNER, {}),
     "study_import": ("POST", (LOGIN, 404, 403, 403, 400), {}),  # no file: 400 with the message
-    "coding_next": ("GET", (LOGIN, 404, 403, 302, 302), {}),
+    "coding_next": ("POST", POST_WRITE, {}),  # claims a place, so a POST; its GET claims nothing
+    "coding_claim": ("POST", (LOGIN, 404, 403, 204, 204), {}),  # both coded it: nothing to claim
     "coding_page": ("GET", PAGE_WRITE, {}),
     "coding_skip": ("POST", POST_WRITE, {}),
     "episode_detail": ("GET", PAGE_READ, {}),
@@ -60,18 +64,18 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "document_episode_add": ("POST", POST_OWNER, {}),  # an empty selection: back to the page with a message
     "document_episode_split": ("POST", POST_OWNER, {"data": {"split": "holdout"}}),
     "document_episode_delete": ("POST", POST_OWNER, {}),
-    "job_status": ("GET", PAGE_READ, {}),
-    "analysis_page": ("GET", PAGE_READ, {}),
-    "analysis_run": ("POST", (LOGIN, 404, 403, 302, 302), {}),
-    "analysis_cell": ("GET", PAGE_READ, {}),
-    "analysis_figure": ("GET", PAGE_READ, {}),
-    "agreement_page": ("GET", PAGE_READ, {}),
-    "coverage_page": ("GET", PAGE_READ, {}),
+    "job_status": ("GET", (LOGIN, 404, 200, 404, 200), {}),  # Alice's job: a blind coder sees only their own
+    "analysis_page": ("GET", PAGE_REPORT, {}),
+    "analysis_run": ("POST", (LOGIN, 404, 403, 403, 302), {}),
+    "analysis_cell": ("GET", PAGE_REPORT, {}),
+    "analysis_figure": ("GET", PAGE_REPORT, {}),
+    "agreement_page": ("GET", PAGE_REPORT, {}),
+    "coverage_page": ("GET", PAGE_REPORT, {}),
     "triage_board": ("GET", PAGE_READ, {}),
     "study_job_list": ("GET", PAGE_READ, {}),
     "incident_detail": ("GET", PAGE_READ, {}),
     "incident_move": ("POST", POST_WRITE, {"data": {"to_status": "triaged", "assignee": "bob"}}),
-    "suggestion_quality_page": ("GET", PAGE_READ, {}),
+    "suggestion_quality_page": ("GET", PAGE_REPORT, {}),
     "suggestion_batch": ("POST", POST_WRITE, {}),
     "suggestion_retrain": ("POST", POST_WRITE, {}),
     "suggestion_audit": ("POST", POST_OWNER, {"data": {"backend": "local"}}),
@@ -113,17 +117,17 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "api-codings": ("POST", (401, 404, 403, 400, 400), {"json": {}}),
     "api-import": ("POST", (401, 404, 403, 403, 400), {}),
     "api-suggest": ("POST", (401, 404, 403, 202, 202), {"json": {"backend": "local"}}),
-    "api-analysis": ("POST", (401, 404, 403, 202, 202), {"json": {"bootstrap": 100}}),
-    "api-job": ("GET", API_READ, {}),
+    "api-analysis": ("POST", (401, 404, 403, 403, 202), {"json": {"bootstrap": 100}}),
+    "api-job": ("GET", (401, 404, 200, 404, 200), {}),  # Alice's job: a blind coder sees only their own
     "api-job-file": ("GET", (401, 404, 404, 404, 404), {}),  # the job has no file
-    "api-matrix": ("GET", API_READ, {}),
-    "api-agreement": ("GET", API_READ, {}),
-    "api-coverage": ("GET", API_READ, {}),
+    "api-matrix": ("GET", API_REPORT, {}),
+    "api-agreement": ("GET", API_REPORT, {}),
+    "api-coverage": ("GET", API_REPORT, {}),
     # In a blind study a coder may not export: the file holds every coder's codes.
     "api-export": ("GET", (401, 404, 200, 403, 200), {"query": "?format=csv"}),
-    "api-suggestion-quality": ("GET", API_READ, {}),
-    "api-exposure": ("GET", API_READ, {}),
-    "api-audits": ("GET", API_READ, {}),
+    "api-suggestion-quality": ("GET", API_REPORT, {}),
+    "api-exposure": ("GET", API_REPORT, {}),
+    "api-audits": ("GET", API_REPORT, {}),
     "api-traces": ("POST", (401, 404, 403, 403, 400), {"json": {}}),
     "api-trace-steps": ("GET", API_READ, {}),
     "incident-list": ("GET", (401, 200, 200, 200, 200), {}),  # each sees only their studies' incidents

@@ -45,15 +45,21 @@ from ..models import (
     SuggestionBackend,
     SuggestionStatus,
 )
+from ..visibility import FULL, Visibility
 from .disagreement import disagreement_refresh
-from .studies import queue_key_for, study_create
+from .studies import evidence_checked, queue_key_for, study_create
 
 EXPORT_DIR = "exports"
 
 
-def export_episodes(*, study: Study, filters: dict[str, str] | None = None, user=None) -> QuerySet[Episode]:
-    """The study's episodes narrowed by the list endpoints' filters; ValidationError with field errors if bad."""
-    request = SimpleNamespace(study=study, user=user)
+def export_episodes(
+    *, study: Study, filters: dict[str, str] | None = None, visibility: Visibility = FULL
+) -> QuerySet[Episode]:
+    """The study's episodes narrowed by the list endpoints' filters; ValidationError with field errors if bad.
+
+    `visibility` is whose view the filters take (the operator's command: everything).
+    """
+    request = SimpleNamespace(study=study, visibility=visibility)
     filterset = EpisodeFilter(filters or {}, queryset=Episode.objects.filter(study=study), request=request)
     if not filterset.is_valid():
         raise ValidationError({k: [str(e) for e in v] for k, v in filterset.errors.items()})
@@ -354,7 +360,17 @@ def dataset_import(
                 confidence=row["suggestion_confidence"], status=status,
                 cache_key=hashlib.sha256(f"dataset:{slug}:{ep.pk}".encode()).hexdigest(),
             )  # fmt: skip
+        if len(row["codings"]) > k:
+            # The refusal of the coding service (k coders per episode), for a whole file at once.
+            raise ValidationError(
+                {"file": f"{where}: {len(row['codings'])} codings, more than the study's {k} coders per episode"}
+            )
+        text = row["excerpt"] or ""
         for c in row["codings"]:
+            try:
+                evidence, start, end = evidence_checked(text, c["evidence"] or "", None, None)
+            except ValidationError as exc:
+                raise ValidationError({"file": f"{where}: coder {c['coder']}: {exc.messages[0]}"}) from exc
             coding = Coding(
                 episode=ep, coder=user(c["coder"]), failure_type=lookup.type(c["failure_type"], where),
                 source=lookup.value(Axis.SOURCE, c["source"], where),
@@ -362,7 +378,7 @@ def dataset_import(
                 capability=lookup.value(Axis.CAPABILITY, c["capability"], where),
                 not_a_failure=bool(c["not_a_failure"]), not_a_failure_reason=c["not_a_failure_reason"] or "",
                 needs_new_type=bool(c["needs_new_type"]), confidence=c["confidence"] or "medium",
-                evidence=c["evidence"] or "",
+                evidence=evidence, evidence_start=start, evidence_end=end,
             )  # fmt: skip
             coding._times = (_time(c["created_at"]), _time(c["updated_at"]))
             coding._from_suggestion = c["from_suggestion"]

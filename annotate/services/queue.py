@@ -35,28 +35,13 @@ from django.utils import timezone
 
 from ..models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
 from ..selectors import count_per_outer_row
-from .studies import CodingValues, coding_write
+from .studies import has_room
 
 # How many episodes at the head of each queue slice one request examines (a small
 # window first, which is almost always enough, then a wider one), and how many of
 # the eligible ones it tries to lock before falling back.
 WINDOWS = (40, 200)
 CLAIM_ATTEMPTS = 10
-
-
-class EpisodeFull(Exception):
-    """The episode takes no new coder: it has k codings or leases held by others, or it is adjudicated."""
-
-    def __init__(self, episode: Episode):
-        if episode.status == EpisodeStatus.ADJUDICATED:
-            message = "This episode has been adjudicated; it takes no new codings."
-        else:
-            message = (
-                f"This episode already has its {episode.study.coders_per_episode} coders "
-                "(coded, or being coded by others right now)."
-            )
-        super().__init__(message)
-        self.episode = episode
 
 
 def lease_expiry():
@@ -147,12 +132,6 @@ def _window(study: Study, coder, now, skipped: set[int], size: int) -> list[int]
     return [pk for pk, _, _ in eligible]
 
 
-def _has_room(episode: Episode, coder, now) -> bool:
-    """Re-count under the row lock (a fresh statement sees every committed lease)."""
-    others = Lease.objects.filter(episode=episode, expires_at__gt=now).exclude(coder=coder).count()
-    return episode.n_codings + others < episode.study.coders_per_episode
-
-
 def _lease_take(episode: Episode, coder) -> Lease:
     """Give `coder` the lease on `episode`, dropping their other leases in the study (one at a time).
 
@@ -191,7 +170,7 @@ def _claim_one(pk: int, study: Study, coder, now, *, wait: bool):
             if episode is None:
                 return _LOCKED  # skipped by SKIP LOCKED (or deleted meanwhile)
             episode.study = study
-            if episode.status == EpisodeStatus.ADJUDICATED or not _has_room(episode, coder, now):
+            if episode.status == EpisodeStatus.ADJUDICATED or not has_room(episode, coder, now):
                 raise _NoRoom
             _lease_take(episode, coder)
             return episode
@@ -222,6 +201,22 @@ def _scan(candidates: QuerySet[Episode], study: Study) -> list[int]:
     return list(qs.order_by("-n_codings", *order).values_list("pk", flat=True)[:CLAIM_ATTEMPTS])
 
 
+def _held(study: Study, coder, now) -> Lease | None:
+    return (
+        Lease.objects.filter(coder=coder, episode__study=study, expires_at__gt=now)
+        .exclude(episode__codings__coder=coder)
+        .select_related("episode")
+        .order_by("-expires_at")
+        .first()
+    )
+
+
+def lease_held(*, study: Study, coder) -> Episode | None:
+    """The episode `coder` holds a live lease on in this study (not yet coded by them), if any. Reads only."""
+    held = _held(study, coder, timezone.now())
+    return held.episode if held is not None else None
+
+
 def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode | None:
     """Claim the next episode for `coder` and return it, or None when nothing is left for them.
 
@@ -235,13 +230,7 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode
     only proposes candidates that the claim checks again.
     """
     now = timezone.now()
-    held = (
-        Lease.objects.filter(coder=coder, episode__study=study, expires_at__gt=now)
-        .exclude(episode__codings__coder=coder)
-        .select_related("episode")
-        .order_by("-expires_at")
-        .first()
-    )
+    held = _held(study, coder, now)
     if held is not None:
         Lease.objects.filter(pk=held.pk).update(expires_at=lease_expiry())
         held.episode.study = study
@@ -280,10 +269,24 @@ def _lease_claim_locked(episode: Episode, coder, now) -> bool:
     locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
     if locked.status == EpisodeStatus.ADJUDICATED:
         return False
-    if not _has_room(locked, coder, now):
+    if not has_room(locked, coder, now):
         return False
     _lease_take(locked, coder)
     return True
+
+
+def lease_room(*, episode: Episode, coder) -> bool:
+    """Whether `coder` could start coding `episode` now: their live lease, or a free place. Reads only.
+
+    Pages answer GETs with this; the place is claimed by "next" or by a POST (the first
+    interaction with the form, or the save itself).
+    """
+    if episode.status == EpisodeStatus.ADJUDICATED:
+        return False
+    now = timezone.now()
+    return Lease.objects.filter(episode=episode, coder=coder, expires_at__gt=now).exists() or has_room(
+        episode, coder, now
+    )
 
 
 def lease_release(*, episode: Episode, coder) -> int:
@@ -297,46 +300,3 @@ def lease_end(*, study: Study, lease_id: int) -> Lease:
     lease = Lease.objects.select_related("coder", "episode").get(pk=lease_id, episode__study=study)
     lease.delete()
     return lease
-
-
-@transaction.atomic
-def coding_submit(
-    *,
-    episode: Episode,
-    coder,
-    values: CodingValues,
-    version: int | None,
-    from_suggestion: Suggestion | None = None,
-    has_coding: bool | None = None,
-) -> Coding:
-    """Save a coder's coding from the coding page, keeping the episode within k coders.
-
-    A first coding needs the coder's live lease or a free place (checked under
-    the episode's row lock, so concurrent first codings cannot exceed k);
-    editing an existing coding is always allowed. The lease ends with the save.
-    `has_coding` is what the caller already read (a coding created since then ends as
-    CodingConflict, through the unique constraint); None looks it up.
-    Raises EpisodeFull, CodingConflict or ValidationError and then writes nothing.
-    """
-    if has_coding is None:
-        has_coding = Coding.objects.filter(episode=episode, coder=coder).exists()
-    if not has_coding:
-        now = timezone.now()
-        locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
-        # (episode, coder) is unique, so deleting the coder's live lease both tells whether they held
-        # it and ends it, as the save does (a failed save rolls the delete back with everything else).
-        mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).delete()[0] > 0
-        if locked.status == EpisodeStatus.ADJUDICATED or (not mine and not _has_room(locked, coder, now)):
-            if Coding.objects.filter(episode=episode, coder=coder).exists():
-                # Saved meanwhile (a second submit of the same form): the version check decides.
-                has_coding = True
-            else:
-                raise EpisodeFull(locked)
-        episode.n_codings = locked.n_codings
-    coding = coding_write(
-        episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion,
-        locked=not has_coding,
-    )  # fmt: skip
-    if has_coding or not mine:
-        Lease.objects.filter(episode=episode, coder=coder).delete()  # an expired or stray lease
-    return coding

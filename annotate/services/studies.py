@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -11,10 +11,12 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Count, OuterRef, Q, Value, When
 from django.db.models.lookups import GreaterThanOrEqual
+from django.utils import timezone
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
-from ..models import Coding, Confidence, Episode, EpisodeStatus, Membership, Role, Study
+from ..evidence import evidence_locate
+from ..models import Coding, Confidence, Episode, EpisodeStatus, Lease, Membership, Role, Study
 from ..selectors import count_per_outer_row
 from .disagreement import disagreement_mask, disagreement_refresh
 
@@ -146,6 +148,39 @@ def attribution_validate(*, decisive_step: int | None, responsible_agent: str, d
 DISAGREEMENT_FIELDS = {"failure_type", "source", "stage", "capability", "not_a_failure", "needs_new_type"}
 
 
+def evidence_checked(text: str, quote: str, start: int | None, end: int | None) -> tuple[str, int | None, int | None]:
+    """The page's evidence rule, for every writer: (quote, start, end) as stored, or ValidationError.
+
+    The quote is a passage of the episode text; offsets, when given, lie inside the text and
+    point at that quote. Without offsets the quote is located as the page does, so stored
+    offsets always match the stored quote.
+    """
+    if not quote.strip():
+        if start is not None or end is not None:
+            raise ValidationError({"evidence": "Evidence offsets need the quoted evidence."})
+        return "", None, None
+    if start is not None and end is not None:
+        if not 0 <= start < end <= len(text):
+            raise ValidationError(
+                {"evidence_start": f"Evidence offsets must lie inside the episode text (0 to {len(text)})."}
+            )
+        if text[start:end] != quote:
+            raise ValidationError({"evidence": "The evidence is not the passage of the episode text at these offsets."})
+        return quote, start, end
+    located = evidence_locate(text, quote)
+    if located is None:
+        raise ValidationError({"evidence": "The evidence must be a passage of the episode text."})
+    return located.quote, located.start, located.end
+
+
+def _evidence_resolved(episode: Episode, values: CodingValues) -> CodingValues:
+    if not values.evidence.strip() and values.evidence_start is None and values.evidence_end is None:
+        return replace(values, evidence="")
+    text = episode.excerpt or episode.document.body
+    quote, start, end = evidence_checked(text, values.evidence, values.evidence_start, values.evidence_end)
+    return replace(values, evidence=quote, evidence_start=start, evidence_end=end)
+
+
 def _refresh_episode_counts(episode_id: int, k: int, *, locked: bool = False) -> None:
     """Store the episode's number of codings and its open/coded status.
 
@@ -181,6 +216,30 @@ def _suggestion_mark_used(*, suggestion, episode: Episode, values: CodingValues,
     suggestion.save(update_fields=["status", "reviewed_by", "updated_at"])
 
 
+class EpisodeFull(Exception):
+    """The episode takes no new coder: it has k codings or leases held by others, or it is adjudicated."""
+
+    def __init__(self, episode: Episode):
+        if episode.status == EpisodeStatus.ADJUDICATED:
+            message = "This episode has been adjudicated; it takes no new codings."
+        else:
+            message = (
+                f"This episode already has its {episode.study.coders_per_episode} coders "
+                "(coded, or being coded by others right now)."
+            )
+        super().__init__(message)
+        self.episode = episode
+
+
+def has_room(episode: Episode, coder, now) -> bool:
+    """Whether `coder` may start coding `episode`: k minus its codings and others' live leases.
+
+    Under the row lock it is the final word (a fresh statement sees every committed lease).
+    """
+    others = Lease.objects.filter(episode=episode, expires_at__gt=now).exclude(coder=coder).count()
+    return episode.n_codings + others < episode.study.coders_per_episode
+
+
 @transaction.atomic
 def coding_save(
     *,
@@ -189,25 +248,60 @@ def coding_save(
     values: CodingValues,
     version: int | None,
     from_suggestion=None,
+    has_coding: bool | None = None,
 ) -> Coding:
-    """Create or update `coder`'s coding of `episode` with optimistic locking.
+    """Save `coder`'s coding of `episode`: the one path for the coding page, the API and every other writer.
 
-    `version` is the version the form was built on (None or 0 for a new coding).
-    A mismatch raises CodingConflict and writes nothing. History records the change.
+    It gives the same refusals everywhere: EpisodeFull for an adjudicated episode or one
+    whose k places are taken, CodingConflict (with the coding as it is now) for a stale
+    `version` (None or 0 for a new coding), ValidationError with field errors for codes
+    outside the codebook or evidence that is not a passage of the episode text.
+
+    A first coding needs the coder's live lease or a free place (checked under
+    the episode's row lock, so concurrent first codings cannot exceed k);
+    editing an existing coding is always allowed. The lease ends with the save.
+    `has_coding` is what the caller already read (a coding created since then ends as
+    CodingConflict, through the unique constraint); None looks it up.
+    Raises EpisodeFull, CodingConflict or ValidationError and then writes nothing.
     """
-    return coding_write(episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion)
+    if has_coding is None:
+        has_coding = Coding.objects.filter(episode=episode, coder=coder).exists()
+    if not has_coding:
+        now = timezone.now()
+        locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
+        # (episode, coder) is unique, so deleting the coder's live lease both tells whether they held
+        # it and ends it, as the save does (a failed save rolls the delete back with everything else).
+        mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).delete()[0] > 0
+        if locked.status == EpisodeStatus.ADJUDICATED or (not mine and not has_room(locked, coder, now)):
+            if Coding.objects.filter(episode=episode, coder=coder).exists():
+                # Saved meanwhile (a second submit of the same form): the version check decides.
+                has_coding = True
+            else:
+                raise EpisodeFull(locked)
+        episode.n_codings = locked.n_codings
+    coding = coding_write(
+        episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion,
+        locked=not has_coding,
+    )  # fmt: skip
+    if has_coding or not mine:
+        Lease.objects.filter(episode=episode, coder=coder).delete()  # an expired or stray lease
+    return coding
 
 
 def coding_write(
     *, episode: Episode, coder, values: CodingValues, version: int | None, from_suggestion=None, locked: bool = False
 ) -> Coding:
-    """coding_save's work, for callers already inside a transaction (`locked`: they hold the episode's row lock)."""
+    """coding_save's write once its refusals passed: validation, optimistic locking, history.
+
+    Only coding_save and writers of whole studies (the demo, dataset imports) call it, inside
+    a transaction; `locked`: the caller holds the episode's row lock."""
     study = episode.study
     coding_values_validate(values=values, codebook_id=study.codebook_id)
     if values.decisive_step is not None or values.responsible_agent:
         attribution_validate(
             decisive_step=values.decisive_step, responsible_agent=values.responsible_agent, document=episode.document
         )
+    values = _evidence_resolved(episode, values)
     if values.not_a_failure:
         values = CodingValues(
             not_a_failure=True,

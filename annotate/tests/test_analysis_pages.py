@@ -132,6 +132,8 @@ def test_a_large_b_runs_as_a_job_started_by_a_coder_not_a_viewer(
     paper, client, bob, vera, settings, django_capture_on_commit_callbacks
 ):
     settings.FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = 500
+    paper.blind = False  # a coder sees reports of everyone's codings only once coding is not blind
+    paper.save()
     client.force_login(vera)
     page = client.get("/studies/alpha/analysis/?bootstrap=640")
     assert "runs as a background job" in page.content.decode() and "Run as a job" not in page.content.decode()

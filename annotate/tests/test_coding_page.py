@@ -54,7 +54,8 @@ def test_it_shows_the_sanitised_text_with_title_link_cluster_and_the_codebook(cl
         assert f'id="{name}"' in html
     assert 'name="from_suggestion"' in html
     assert "annotate/partials/_suggestion_panel.html" in [t.name for t in response.templates]
-    assert Lease.objects.filter(episode=episode, coder=bob).exists()  # opening it claims a place
+    assert not Lease.objects.exists()  # opening it claims nothing (a GET changes no state)
+    assert f"/episodes/{episode.pk}/claim/" in html  # the form claims the place on first touch
 
 
 def test_it_codes_the_excerpt_when_the_episode_has_one(client, bob, episode):
@@ -84,7 +85,9 @@ def test_a_plain_post_saves_and_redirects(client, bob, episode):
 def test_save_and_next_goes_to_the_queue(client, bob, episode):
     client.force_login(bob)
     response = client.post(url(episode), post_data(action="next"))
-    assert response.status_code == 302 and response.url == "/studies/alpha/next/"
+    # The save claims the next episode in the same request; with none left, the empty queue's page.
+    assert response.status_code == 302 and response.url == "/studies/alpha/next/?empty=1"
+    assert "Nothing left for you to code" in client.get(response.url).content.decode()
 
 
 def test_an_htmx_save_returns_the_panel_and_an_htmx_next_redirects_the_client(client, bob, episode):
@@ -94,7 +97,7 @@ def test_an_htmx_save_returns_the_panel_and_an_htmx_next_redirects_the_client(cl
     html = response.content.decode()
     assert 'id="coding-panel"' in html and "<html" not in html and "Saved (version 1)" in html
     response = client.post(url(episode), post_data(action="next", version="1", memo="more"), HTTP_HX_REQUEST="true")
-    assert response.status_code == 200 and response["HX-Redirect"] == "/studies/alpha/next/"
+    assert response.status_code == 200 and response["HX-Redirect"] == "/studies/alpha/next/?empty=1"
     assert Coding.objects.get().version == 2
 
 
@@ -272,15 +275,16 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
     # session, user, membership + the queue's (see test_queue)
     heads = 1 if connection.features.supports_slicing_ordering_in_compound else study.coders_per_episode
     with django_assert_num_queries(11 + heads):
-        response = client.get("/studies/alpha/next/")
+        response = client.post("/studies/alpha/next/")
     ep = Episode.objects.get(pk=int(response.url.split("/")[-3]))
     # session, user, membership, episode, own coding, and the renewal of the lease "next" gave
     # (one update, no row lock); alice's coding stays hidden, so no query for it
     with django_assert_num_queries(6):
         assert client.get(url(ep)).status_code == 200
     # session, user, membership, episode, own coding; lock the episode, end the coder's lease, the
-    # coding (for its version), insert coding + history, count and update the episode
-    with django_assert_num_queries(13):
+    # coding (for its version), insert coding + history, count and update the episode; then the
+    # claim of the next episode in the same request (the queue's queries less session, user, membership)
+    with django_assert_num_queries(13 + 8 + heads):
         assert client.post(url(ep), post_data(action="next")).status_code == 302
     # session, user, membership, episode, own coding, all codings (visible now; no lease needed to edit)
     with django_assert_num_queries(6):

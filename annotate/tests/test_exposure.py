@@ -125,6 +125,7 @@ def test_two_coders_with_a_fixed_seed_get_the_seeded_arms_and_the_report_adds_up
                 "rationale": "final",
             },
         )  # fmt: skip
+    client.force_login(alice)  # a report of everyone's codings: the owner's, in a blind study
     response = client.get("/api/v1/studies/alpha/suggestions/exposure/")
     assert response.status_code == 200
     report = {a["arm"]: a for a in response.json()["arms"]}

@@ -11,8 +11,8 @@ from django.db import connection
 from django.utils import timezone
 
 from annotate.models import Coding, Episode, EpisodeStatus, Lease
-from annotate.services.queue import EpisodeFull, coding_submit, episode_next, lease_claim, lease_release
-from annotate.services.studies import CodingValues, coding_save
+from annotate.services.queue import episode_next, lease_claim, lease_release
+from annotate.services.studies import CodingValues, EpisodeFull, coding_save
 from conftest import PASSWORD
 
 
@@ -184,9 +184,9 @@ def test_a_first_coding_needs_a_place(study, bob, alice, coders, make_episode, v
     lease_claim(episode=ep, coder=bob)
     lease_claim(episode=ep, coder=alice)
     with pytest.raises(EpisodeFull):
-        coding_submit(episode=ep, coder=coders[0], values=values, version=None)
+        coding_save(episode=ep, coder=coders[0], values=values, version=None)
     assert not Coding.objects.exists()
-    coding_submit(episode=ep, coder=bob, values=values, version=None)
+    coding_save(episode=ep, coder=bob, values=values, version=None)
     assert not Lease.objects.filter(coder=bob).exists()  # the save ends the lease
     ep.refresh_from_db()
     assert ep.n_codings == 1
@@ -197,22 +197,20 @@ def test_a_second_submit_of_a_first_coding_is_a_conflict_not_a_full_episode(stud
 
     ep = make_episode(study)
     lease_claim(episode=ep, coder=bob)
-    coding_submit(episode=ep, coder=bob, values=values, version=None, has_coding=False)
+    coding_save(episode=ep, coder=bob, values=values, version=None, has_coding=False)
     lease_claim(episode=ep, coder=alice)  # bob's coding and alice's lease fill k = 2
     # The page was read before the first save landed, so it still says "no coding yet".
     with pytest.raises(CodingConflict):
-        coding_submit(episode=ep, coder=bob, values=values, version=None, has_coding=False)
+        coding_save(episode=ep, coder=bob, values=values, version=None, has_coding=False)
     assert Coding.objects.filter(episode=ep).count() == 1
 
 
 def test_editing_an_existing_coding_needs_no_place(study, bob, alice, coders, make_episode, values):
     ep = make_episode(study)
-    coding_submit(episode=ep, coder=bob, values=values, version=None)
+    coding_save(episode=ep, coder=bob, values=values, version=None)
     lease_claim(episode=ep, coder=alice)
     lease_claim(episode=ep, coder=coders[0])  # no room: bob's coding and alice's lease
-    edited = coding_submit(
-        episode=ep, coder=bob, values=CodingValues(**{**values.__dict__, "memo": "again"}), version=1
-    )
+    edited = coding_save(episode=ep, coder=bob, values=CodingValues(**{**values.__dict__, "memo": "again"}), version=1)
     assert edited.version == 2
 
 
@@ -220,7 +218,7 @@ def test_an_adjudicated_episode_takes_no_new_coding(study, bob, make_episode, va
     ep = make_episode(study)
     Episode.objects.filter(pk=ep.pk).update(status=EpisodeStatus.ADJUDICATED)
     with pytest.raises(EpisodeFull, match="adjudicated"):
-        coding_submit(episode=ep, coder=bob, values=values, version=None)
+        coding_save(episode=ep, coder=bob, values=values, version=None)
 
 
 @pytest.mark.parametrize("n", [5, 60])
@@ -301,7 +299,7 @@ def test_concurrent_coders_never_push_an_episode_past_k(
             episode = episode_next(study=study, coder=user)
             if episode is None:
                 return
-            coding_submit(episode=episode, coder=user, values=values, version=None)
+            coding_save(episode=episode, coder=user, values=values, version=None)
 
     _run_threads(work, [(u,) for u in everyone])
     per_episode = Counter(Coding.objects.values_list("episode_id", flat=True))

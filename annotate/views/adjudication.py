@@ -17,7 +17,6 @@ from ..coding_selectors import (
     Picker,
     codebook_picker,
     coding_code,
-    codings_visible,
     disagreeing_episodes,
     disagreement_page,
     episode_codings,
@@ -27,6 +26,7 @@ from ..labels import disagreeing_axes
 from ..models import Adjudication, Study
 from ..services.adjudication import adjudication_save
 from ..trace_selectors import has_steps, trace_summary_of, trace_window
+from ..visibility import coding_visibility
 from .coding import DISPLAY_LIMIT, axis_groups, episode_text, study_episode
 
 PAGE = 25
@@ -97,7 +97,7 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
     episode = study_episode(study, pk)
     codings = episode_codings(episode)
     has_own = any(c.coder_id == request.user.pk for c in codings)
-    if not codings_visible(membership=request.membership, episode=episode, has_own=has_own):
+    if not coding_visibility(request.membership).on_episode(episode, has_own=has_own):
         raise PermissionDenied("This episode is still being coded blind; adjudicate it once it has all its codings.")
     picker = codebook_picker(study.codebook)
     adjudication = Adjudication.objects.filter(episode=episode).select_related("adjudicator").first()

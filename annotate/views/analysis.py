@@ -77,7 +77,7 @@ def _query(request: HttpRequest, **changes) -> str:
 
 
 @require_GET
-@study_view("read")
+@study_view("read", report=True)
 def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
     doc, params, errors, job = _document(request, study)
     big = params is not None and over_threshold(params.bootstrap)
@@ -108,7 +108,7 @@ def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
 
 
 @require_GET
-@study_view("read")
+@study_view("read", report=True)
 def analysis_cell(request: HttpRequest, study: Study, kind: str, stage: str, capability: str) -> HttpResponse:
     after = request.GET.get("after", "")
     found = cell_episodes(study, kind, stage, capability, after=int(after) if after.isdigit() else 0)
@@ -120,7 +120,7 @@ def analysis_cell(request: HttpRequest, study: Study, kind: str, stage: str, cap
 
 
 @require_GET
-@study_view("read")
+@study_view("read", report=True)
 def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> HttpResponse:
     """`name` is a kind, `difference` (the contrast), or `analysis` (the whole document, JSON only)."""
     if fmt not in FORMATS or name not in (*KINDS, "difference", "analysis"):
@@ -156,7 +156,7 @@ def _section(doc: dict, name: str) -> dict:
 
 
 @require_POST
-@study_view("write")
+@study_view("write", report=True)
 def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
     """Start a large-B bootstrap as a job (coders and owners), then show its progress on the analysis page."""
     try:
@@ -173,7 +173,7 @@ def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
 
 
 @require_GET
-@study_view("read")
+@study_view("read", report=True)
 def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
     try:
         bootstrap = int(request.GET.get("bootstrap") or 1000)
@@ -205,7 +205,7 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
 
 
 @require_GET
-@study_view("read")
+@study_view("read", report=True)
 def coverage_page(request: HttpRequest, study: Study) -> HttpResponse:
     doc = coverage_document(study)
     if request.GET.get("format") == "json":

@@ -8,18 +8,20 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from ..access import study_view
 from ..coding_forms import CodingForm
-from ..coding_selectors import Picker, codebook_picker, codings_visible, episode_codings
+from ..coding_selectors import Picker, codebook_picker, episode_codings
 from ..exposure_selectors import exposure_offer, suggestions_wait_for_choice
 from ..models import Coding, Confidence, Episode, Study
 from ..services.exposure import exposure_record
-from ..services.queue import EpisodeFull, coding_submit, lease_claim
-from ..services.studies import CodingConflict
+from ..services.queue import lease_claim, lease_room
+from ..services.studies import CodingConflict, EpisodeFull, coding_save
 from ..trace_selectors import trace_summary_of, trace_window
+from ..visibility import coding_visibility
+from .queue import next_url
 
 # Rendering a multi-megabyte pasted log would stall the page; the coder gets the
 # head of it and the link to the original.
@@ -80,7 +82,8 @@ def _posted_values(request: HttpRequest) -> dict:
 
 def _render(request, study, episode, picker, mine, values, *, status=200, **extra) -> HttpResponse:
     has_own = mine is not None
-    visible = codings_visible(membership=request.membership, episode=episode, has_own=has_own, on_coding_page=True)
+    visibility = coding_visibility(request.membership, on_coding_page=True)
+    visible = visibility.on_episode(episode, has_own=has_own)
     others = [c for c in episode_codings(episode) if c.coder_id != request.user.pk] if visible else []
     picker.attach(*others, extra.get("conflict"))
     text = episode_text(episode)
@@ -125,7 +128,9 @@ def coding_page(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     mine = Coding.objects.filter(episode=episode, coder=request.user).first()
     if request.method == "POST":
         return _coding_post(request, study, episode, picker, mine)
-    has_place = mine is not None or lease_claim(episode=episode, coder=request.user)
+    # A GET changes nothing: the place is claimed by "next", by the form's first interaction
+    # (coding_claim) or by the save itself.
+    has_place = mine is not None or lease_room(episode=episode, coder=request.user)
     closed = "" if has_place else str(EpisodeFull(episode))
     return _render(request, study, episode, picker, mine, _values_of(mine, picker), has_place=has_place, closed=closed)
 
@@ -135,7 +140,7 @@ def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
     values, extra = _posted_values(request), {}
     if form.is_valid():
         try:
-            coding = coding_submit(
+            coding = coding_save(
                 episode=episode, coder=request.user, values=form.values(),
                 version=form.cleaned_data["version"] or None, from_suggestion=form.cleaned_data["from_suggestion"],
                 has_coding=mine is not None,
@@ -160,10 +165,10 @@ def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
 
 def _saved(request, study, episode, picker, coding) -> HttpResponse:
     if request.POST.get("action") == "next":
-        url = reverse("coding_next", args=[study.slug])
         back = reverse("coding_page", args=[study.slug, episode.pk])
         saved = format_html('Saved your coding of episode {}. <a href="{}">Back to it</a>', episode.pk, back)
         messages.success(request, saved)
+        url = next_url(request, study)
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     if request.htmx:
         episode.n_codings = Episode.objects.values_list("n_codings", flat=True).get(pk=episode.pk)
@@ -171,3 +176,15 @@ def _saved(request, study, episode, picker, coding) -> HttpResponse:
         return trigger_client_event(response, "faultline:saved")
     messages.success(request, f"Saved (version {coding.version}).")
     return redirect("coding_page", slug=study.slug, pk=episode.pk)
+
+
+@require_POST
+@study_view("write")
+def coding_claim(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """Hold a place on the episode while the coder works on it (the form's first interaction)."""
+    episode = study_episode(study, pk)
+    if Coding.objects.filter(episode=episode, coder=request.user).exists() or lease_claim(
+        episode=episode, coder=request.user
+    ):
+        return HttpResponse(status=204)
+    return HttpResponse(str(EpisodeFull(episode)), status=409, content_type="text/plain; charset=utf-8")

@@ -16,6 +16,7 @@ from ..document_selectors import DocumentFilters, document_labels, documents_pag
 from ..models import Document, DocumentKind, Episode, Role, Split, Study
 from ..services.documents import episode_delete, episode_excerpt_create, episode_split_set
 from ..services.imports import import_upload_start, upload_max_bytes
+from ..visibility import coding_visibility
 
 BODY_DISPLAY_LIMIT = 100_000
 
@@ -49,7 +50,9 @@ def _meta_rows(meta: dict) -> list[tuple[str, str]]:
 def _episodes_context(request: HttpRequest, study: Study, document: Document, **extra) -> dict:
     episodes = list(Episode.objects.filter(document=document).order_by("order", "pk"))
     is_owner = request.membership.role == Role.OWNER
-    return {"study": study, "document": document, "episodes": episodes, "is_owner": is_owner, **extra}
+    show_progress = coding_visibility(request.membership).sees_progress
+    context = {"study": study, "document": document, "episodes": episodes, "is_owner": is_owner}
+    return {**context, "show_progress": show_progress, **extra}
 
 
 @require_GET

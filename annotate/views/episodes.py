@@ -8,9 +8,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from ..access import study_view
-from ..coding_selectors import codebook_picker, codings_visible, episode_codings, episode_history, live_leases
+from ..coding_selectors import codebook_picker, episode_codings, episode_history, live_leases
 from ..models import Adjudication, Role, Study
 from ..trace_selectors import has_steps, trace_window
+from ..visibility import coding_visibility
 from .coding import DISPLAY_LIMIT, episode_text, study_episode
 
 
@@ -21,7 +22,8 @@ def episode_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     picker = codebook_picker(study.codebook)
     codings = episode_codings(episode)
     has_own = any(c.coder_id == request.user.pk for c in codings)
-    visible = codings_visible(membership=request.membership, episode=episode, has_own=has_own)
+    visibility = coding_visibility(request.membership)
+    visible = visibility.on_episode(episode, has_own=has_own)
     is_owner = request.membership.role == Role.OWNER
     adjudication = Adjudication.objects.filter(episode=episode).select_related("adjudicator").first()
     picker.attach(*codings, adjudication)
@@ -29,7 +31,7 @@ def episode_detail(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     context = {
         "study": study, "episode": episode, "document": episode.document, "picker": picker,
         "membership": request.membership, "codings": codings if visible else [], "n_hidden": len(codings),
-        "blind_hidden": not visible, "has_own": has_own, "text": text[:DISPLAY_LIMIT],
+        "blind_hidden": not visible, "show_progress": visible, "has_own": has_own, "text": text[:DISPLAY_LIMIT],
         "truncated": len(text) > DISPLAY_LIMIT,
         "adjudication": adjudication if visible else None,
         "history": episode_history(episode, picker) if is_owner else None,

@@ -18,8 +18,7 @@ from ..coding_selectors import codebook_picker
 from ..incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
 from ..models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from ..services.incidents import SEVERITIES, incident_move
-from ..services.queue import EpisodeFull, coding_submit
-from ..services.studies import CodingConflict
+from ..services.studies import CodingConflict, EpisodeFull, coding_save
 from ..trace_selectors import has_steps, trace_window
 from .coding import episode_text
 
@@ -145,7 +144,7 @@ def incident_code(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     try:
         if not form.is_valid():
             raise ValidationError([e for errors in form.errors.values() for e in errors])
-        coding = coding_submit(
+        coding = coding_save(
             episode=episode, coder=request.user, values=form.values(), version=form.cleaned_data["version"] or None,
             from_suggestion=form.cleaned_data["from_suggestion"], has_coding=has_coding,
         )  # fmt: skip

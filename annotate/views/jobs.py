@@ -7,6 +7,7 @@ from django.views.decorators.http import require_GET
 from ..access import membership_for, study_view
 from ..models import Job, Study
 from ..selectors import study_jobs
+from ..visibility import coding_visibility
 
 
 @require_GET
@@ -14,7 +15,9 @@ def job_status(request: HttpRequest, pk: int) -> HttpResponse:
     """A job's progress; the fragment re-polls itself with htmx until the job ends."""
     job = get_object_or_404(Job.objects.select_related("study", "created_by"), pk=pk)
     if job.study is not None:
-        membership_for(request.user, job.study.slug)  # 404 for non-members
+        membership = membership_for(request.user, job.study.slug)  # 404 for non-members
+        if job.created_by_id != request.user.pk and not coding_visibility(membership).sees_aggregates:
+            raise Http404("No such job")  # others' jobs carry reports of everyone's codings
     elif job.created_by_id != request.user.pk:
         raise Http404("No such job")
     template = "annotate/partials/_job.html" if request.htmx else "annotate/job.html"

@@ -7,13 +7,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from ..access import study_view
 from ..coding_selectors import coded_since, coder_queue_left, study_progress
 from ..models import Episode, Lease, Study
-from ..services.queue import episode_next, lease_end, lease_release
+from ..services.queue import episode_next, lease_end, lease_held, lease_release
 
 # Skipped episodes are remembered per study in the session, so "next" does not
 # hand the same one straight back; they come round again once nothing else is left.
@@ -35,15 +35,32 @@ def coding_progress(request: HttpRequest, study: Study) -> HttpResponse:
     return render(request, "annotate/partials/_workspace_progress.html", context)
 
 
-@require_GET
-@study_view("write")
-def coding_next(request: HttpRequest, study: Study) -> HttpResponse:
-    """Claim the next episode for this coder (or give back the one they hold) and go to it."""
+def next_url(request: HttpRequest, study: Study) -> str:
+    """Claim the coder's next episode (for a POST) and return its coding page, or the empty queue's page."""
     episode = episode_next(study=study, coder=request.user, skipped=request.session.get(_skipped_key(study), []))
     if episode is None:
+        return reverse("coding_next", args=[study.slug]) + "?empty=1"
+    return reverse("coding_page", args=[study.slug, episode.pk])
+
+
+@require_http_methods(["GET", "POST"])
+@study_view("write")
+def coding_next(request: HttpRequest, study: Study) -> HttpResponse:
+    """POST claims the next episode and goes to it. GET claims nothing: it returns to the episode the
+    coder holds, or shows the button that claims one."""
+    if request.method == "POST":
+        episode = episode_next(study=study, coder=request.user, skipped=request.session.get(_skipped_key(study), []))
+        if episode is None:
+            context = {"study": study, "progress": study_progress(study, request.membership)}
+            return render(request, "annotate/queue_empty.html", context)
+        return redirect("coding_page", slug=study.slug, pk=episode.pk)
+    held = lease_held(study=study, coder=request.user)
+    if held is not None:
+        return redirect("coding_page", slug=study.slug, pk=held.pk)
+    if request.GET.get("empty"):  # where a POST that found nothing sent the coder
         context = {"study": study, "progress": study_progress(study, request.membership)}
         return render(request, "annotate/queue_empty.html", context)
-    return redirect("coding_page", slug=study.slug, pk=episode.pk)
+    return render(request, "annotate/queue_next.html", {"study": study})
 
 
 @require_POST
@@ -62,7 +79,7 @@ def coding_skip(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
             pk, back,
         ),
     )  # fmt: skip
-    url = reverse("coding_next", args=[study.slug])
+    url = next_url(request, study)
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 

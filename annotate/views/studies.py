@@ -13,6 +13,7 @@ from ..forms import StudyStartForm
 from ..models import Study
 from ..selectors import memberships_for_user, study_counts
 from ..services.members import codebook_from_upload, may_create_studies, study_start
+from ..visibility import coding_visibility
 
 
 @require_GET
@@ -33,6 +34,7 @@ def study_overview(request: HttpRequest, study: Study) -> HttpResponse:
         "leases": live_leases(study, request.membership),
         "lease_context": "study",
         "lease_minutes": settings.FAULTLINE_LEASE_MINUTES,
+        "sees_reports": coding_visibility(request.membership).sees_aggregates,
     }
     return render(request, "annotate/study_overview.html", context)
 

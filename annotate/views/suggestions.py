@@ -23,6 +23,7 @@ from ..services.suggestions import (
 from ..suggest_base import codebook_spec
 from ..suggest_quality import suggestion_quality
 from ..suggestion_selectors import latest_audits
+from ..visibility import coding_visibility
 
 
 def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:
@@ -62,7 +63,7 @@ def suggestion_audit(request: HttpRequest, study: Study) -> HttpResponse:
 
 
 @require_GET
-@study_view("read")
+@study_view("read", report=True)
 def suggestion_quality_page(request: HttpRequest, study: Study) -> HttpResponse:
     exposure = study_exposure_report(study)
     context = {
@@ -81,9 +82,10 @@ def suggestion_quality_page(request: HttpRequest, study: Study) -> HttpResponse:
 def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, shown: bool = False) -> dict:
     """What the panel shows: the newest usable suggestion, unless the anchoring guard still hides it."""
     shown = shown or bool(request.GET.get("chosen"))
+    has_own = Coding.objects.filter(episode=episode, coder=request.user).exists()
     offer = exposure_offer(study=study, coder=request.user, episode=episode)
     wait = suggestions_wait_for_choice(study, offer)
-    guarded = wait and not (shown or Coding.objects.filter(episode=episode, coder=request.user).exists())
+    guarded = wait and not (shown or has_own)
     context = {
         "study": study, "episode": episode, "loaded": True, "guarded": guarded, "suggestion": None,
         "suggest_guard": wait,
@@ -116,14 +118,15 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, show
                 "fill": json.dumps(fill),
             }
         )
-    # A blind study does not reveal another coder's reaction to the suggestion.
+    # Another coder's reaction to the suggestion is part of their coding: blinding decides.
     own_review = suggestion.reviewed_by_id == request.user.pk
+    visibility = coding_visibility(request.membership, on_coding_page=True)
     context.update(
         suggestion=suggestion,
         confident=confident,
         candidates=candidates,
         naf_fill=json.dumps({"not_a_failure": True, "from_suggestion": suggestion.pk}),
-        show_status=own_review or not study.blind,
+        show_status=own_review or visibility.on_episode(episode, has_own=has_own),
     )
     return context
 

@@ -165,10 +165,25 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "end": {"help_text": "End offset of the excerpt in the body."},
             "order": {"help_text": "Position among the document's episodes."},
             "split": {"help_text": "primary or holdout."},
-            "status": {"help_text": "open (fewer than k codings), coded, or adjudicated."},
-            "n_codings": {"help_text": "How many coders coded it."},
+            "status": {
+                "help_text": "open (fewer than k codings), coded, or adjudicated (left out where blinding hides "
+                "others' progress)."
+            },
+            "n_codings": {"help_text": "How many coders coded it (left out where blinding hides others' progress)."},
             "created_at": {"help_text": "When the episode was created."},
         }
+
+    # Fields that tell that, and when, others coded: left out for members who code blind.
+    PROGRESS_FIELDS = ("status", "n_codings")
+
+    def get_fields(self):
+        fields = super().get_fields()
+        request = self.context.get("request")
+        visibility = getattr(request, "visibility", None)
+        if visibility is None or not visibility.sees_progress:
+            for name in self.PROGRESS_FIELDS:
+                fields.pop(name, None)
+        return fields
 
 
 class CodingSerializer(serializers.ModelSerializer):
@@ -289,11 +304,13 @@ class CodingWriteSerializer(serializers.Serializer):
         default="", allow_blank=True, max_length=20000, help_text="Quoted evidence from the episode."
     )
     evidence_start = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Start offset of the evidence."
-    )
+        required=False, allow_null=True, min_value=0, max_value=2**31 - 1,
+        help_text="Start offset of the evidence in the episode text (located from the quote if left out).",
+    )  # fmt: skip
     evidence_end = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="End offset of the evidence."
-    )
+        required=False, allow_null=True, min_value=0, max_value=2**31 - 1,
+        help_text="End offset of the evidence in the episode text.",
+    )  # fmt: skip
     decisive_step = serializers.IntegerField(
         required=False, allow_null=True, min_value=0,
         help_text="Trace episodes only: the index of the step that decided the failure.",

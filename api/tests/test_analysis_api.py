@@ -29,6 +29,8 @@ def test_it_serves_the_matrix_document_to_a_token_holding_member(paper, vera, as
 
 
 def test_it_serves_agreement_and_coverage(paper, bob, as_user):
+    paper.blind = False  # a coder reads reports of everyone's codings once coding is not blind
+    paper.save()
     client = as_user(bob)
     agr = client.get("/api/v1/studies/alpha/agreement/?bootstrap=200&seed=1").json()
     assert agr["schema"] == "faultline.agreement/1" and agr["parameters"]["bootstrap"] == 200
@@ -83,8 +85,8 @@ def test_it_names_the_interval_method_and_flags_cells_on_few_clusters(paper, ver
     assert isinstance(doc["contrast"]["few_clusters"], bool)
 
 
-def test_it_reports_agreement_methods_undefined_shares_and_ac1_categories(paper, bob, as_user):
-    agr = as_user(bob).get("/api/v1/studies/alpha/agreement/?bootstrap=200&seed=1").json()
+def test_it_reports_agreement_methods_undefined_shares_and_ac1_categories(paper, alice, as_user):
+    agr = as_user(alice).get("/api/v1/studies/alpha/agreement/?bootstrap=200&seed=1").json()
     by_axis = {a["axis"]: a for a in agr["axes"]}
     # The codebook's categories, used or not: 7 stages + not a failure; whole labels: every combination.
     assert by_axis["stage"]["n_categories"] == 8

@@ -43,6 +43,8 @@ def test_a_coder_starts_a_suggestion_batch_for_chosen_episodes(as_user, bob, stu
 
 
 def test_an_analysis_job_is_started_with_checked_parameters(as_user, bob, study):
+    study.blind = False  # in a blind study only owners may (tests/security/test_blinding.py)
+    study.save()
     response = as_user(bob).post("/api/v1/studies/alpha/analysis/", {"bootstrap": 200, "seed": 7}, format="json")
     assert response.status_code == 202, response.content
     job = Job.objects.get(pk=response.json()["id"])

@@ -75,8 +75,8 @@ def test_it_is_for_members_only(measured, charlie, as_user, api):
     assert api.get("/api/v1/studies/alpha/suggestions/quality/").status_code in (401, 403)
 
 
-def test_it_is_empty_without_suggestions(study, bob, as_user, django_assert_max_num_queries):
-    client = as_user(bob)
+def test_it_is_empty_without_suggestions(study, alice, as_user, django_assert_max_num_queries):
+    client = as_user(alice)
     with django_assert_max_num_queries(12):
         doc = client.get("/api/v1/studies/alpha/suggestions/quality/").json()
     assert doc["backends"] == [] and doc["labelled_episodes"] == 0

@@ -38,6 +38,7 @@ BAD = OpenApiResponse(description='Field errors, e.g. {"cell": ["..."]}.')
 class MatrixView(APIView):
     permission_classes = [StudyMember]
     required_level = "read"
+    report_of_all_codings = True
 
     @extend_schema(
         summary="Stage x capability matrices",
@@ -68,6 +69,7 @@ class MatrixView(APIView):
 class AgreementView(APIView):
     permission_classes = [StudyMember]
     required_level = "read"
+    report_of_all_codings = True
 
     @extend_schema(
         summary="Inter-coder agreement",
@@ -86,6 +88,7 @@ class AgreementView(APIView):
 class CoverageView(APIView):
     permission_classes = [StudyMember]
     required_level = "read"
+    report_of_all_codings = True
 
     @extend_schema(
         summary="Hold-out coverage",

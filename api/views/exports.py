@@ -23,6 +23,7 @@ from annotate.filters import EpisodeFilter
 from annotate.jobs import job_start
 from annotate.models import JobStatus, Role
 from annotate.services.datasets import export_episodes, export_file_path
+from annotate.visibility import BLIND_REPORT, coding_visibility
 
 from .. import selectors
 from ..permissions import StudyMember, study_membership
@@ -96,12 +97,13 @@ def _filter_parameters() -> list[OpenApiParameter]:
 def _check_access(membership, coders: str) -> None:
     if coders == exports.CODERS_USERNAMES and membership.role != Role.OWNER:
         raise PermissionDenied("Only the study's owners may export coders' usernames.")
-    if membership.study.blind and membership.role == Role.CODER and not membership.adjudicator:
-        raise PermissionDenied("This study is blind: an export shows every coder's codes, so coders cannot export.")
+    if not coding_visibility(membership).sees_aggregates:
+        raise PermissionDenied(BLIND_REPORT)
 
 
 class ExportView(APIView):
     permission_classes = [StudyMember]
+    report_of_all_codings = True
     renderer_classes = [JSONRenderer]
     content_negotiation_class = _JsonOnly
 
@@ -143,7 +145,7 @@ class ExportView(APIView):
         _check_access(request.membership, coders)
         filters = {k: v for k, v in request.query_params.items() if k in EpisodeFilter.base_filters}
         try:
-            episodes = export_episodes(study=request.study, filters=filters, user=request.user)
+            episodes = export_episodes(study=request.study, filters=filters, visibility=request.visibility)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from exc
         if fmt == "parquet":

@@ -147,6 +147,7 @@ class AnalysisRequestSerializer(serializers.Serializer):
 
 class AnalysisStart(APIView):
     permission_classes = [StudyMember]
+    report_of_all_codings = True
 
     @extend_schema(
         summary="Start a bootstrap analysis",

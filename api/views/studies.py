@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from annotate.filters import CodingFilter, DocumentFilter, EpisodeFilter
 from annotate.models import Coding, Document, Episode, Study
-from annotate.services.studies import CodingConflict, CodingValues, coding_save
+from annotate.services.studies import CodingConflict, CodingValues, EpisodeFull, coding_save
 
 from .. import selectors
 from ..permissions import StudyMember
@@ -74,14 +74,17 @@ class EpisodeList(generics.ListAPIView):
 @extend_schema_view(
     get=extend_schema(
         summary="A study's codings",
-        description="Codings of the study. In a blind study a coder who does not adjudicate sees only their own.",
+        description="Codings of the study that you may see. In a blind study a coder sees their own codings and "
+        "others' codings of the episodes they coded; with the adjudicator duty also those of complete episodes.",
     ),
     post=extend_schema(
         summary="Save your coding",
         description=(
             "Create your coding of an episode, or update it by sending the `version` you last saw. "
-            "Codes are checked against the study's codebook (400 with field errors). A stale version is a 409 "
-            "with the coding as it is now. Every change is kept in history. Viewers get 403."
+            "The same service as the coding page, with the same refusals: codes are checked against the study's "
+            "codebook and evidence must be a passage of the episode text with offsets inside it (400 with field "
+            "errors); an episode that has its k coders or is adjudicated is a 409; a stale version is a 409 with "
+            "the coding as it is now. Every change is kept in history. Viewers get 403."
         ),
         request=CodingWriteSerializer,
         responses={
@@ -117,6 +120,8 @@ class CodingList(generics.ListCreateAPIView):
                 episode=episode, coder=request.user, values=CodingValues(**data), version=version,
                 from_suggestion=suggestion,
             )  # fmt: skip
+        except EpisodeFull as full:
+            return Response({"detail": str(full)}, status=status.HTTP_409_CONFLICT)
         except CodingConflict as conflict:
             current = CodingSerializer(conflict.current).data if conflict.current is not None else None
             return Response({"detail": str(conflict), "current": current}, status=status.HTTP_409_CONFLICT)

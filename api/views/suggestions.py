@@ -18,6 +18,7 @@ from ..permissions import StudyMember
 class SuggestionQualityView(APIView):
     permission_classes = [StudyMember]
     required_level = "read"
+    report_of_all_codings = True
 
     @extend_schema(
         summary="Suggestion quality per backend and model",
@@ -32,6 +33,7 @@ class SuggestionQualityView(APIView):
 
 class ExposureReportView(APIView):
     permission_classes = [StudyMember]
+    report_of_all_codings = True
     required_level = "read"
 
     @extend_schema(
@@ -49,6 +51,7 @@ class ExposureReportView(APIView):
 
 class SuggesterAuditView(APIView):
     permission_classes = [StudyMember]
+    report_of_all_codings = True
     required_level = "read"
 
     @extend_schema(

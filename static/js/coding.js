@@ -238,10 +238,37 @@
     }
   }
 
+  // Opening the page holds nothing (a GET changes no state); the first touch of the form
+  // holds this episode's place for the coder, so others' queues pass it over meanwhile.
+  function claimOnFirstTouch(form) {
+    var url = form.dataset.claimUrl;
+    if (!url) return;
+    var claimed = false;
+    function claim() {
+      if (claimed) return;
+      claimed = true;
+      var headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
+      fetch(url, { method: "POST", headers: headers, credentials: "same-origin" }).then(function (r) {
+        if (r.status !== 409) return;
+        r.text().then(function (text) {
+          var note = document.createElement("p");
+          note.className = "notice warn";
+          note.setAttribute("role", "status");
+          note.textContent = "⚠ " + text;
+          form.parentNode.insertBefore(note, form);
+        });
+      });
+    }
+    ["input", "change", "keydown", "click"].forEach(function (name) {
+      form.addEventListener(name, claim, { once: true, capture: true });
+    });
+  }
+
   function initForm() {
     var form = $("coding-form");
     if (!form || form.dataset.enhanced) return;
     form.dataset.enhanced = "1";
+    claimOnFirstTouch(form);
     loadData();
     form.classList.add("js");
     form.querySelectorAll(".js-only").forEach(function (node) {
