@@ -1266,10 +1266,7 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
 #   taxonomy.stats.x_agreement__mutmut_445: with two or more pairable units the sample percent agreement is defined
 #   taxonomy.stats.x_agreement__mutmut_446: with two or more pairable units the sample percent agreement is defined
 #   taxonomy.stats.x_agreement__mutmut_395: np.where overwrites the uninitialised slots (unused categories) with -1
-#   taxonomy.stats.x_agreement__mutmut_399: np.where overwrites the uninitialised slots (unused categories) with -1
 #   taxonomy.stats.x_agreement__mutmut_403: a category used once has no agreeing pair-end: 0 either way
-#   taxonomy.stats.x_diff_intervals__mutmut_14: np.zeros(None) is a scalar 0 that broadcasts to the K zeros
-#   taxonomy.stats.x_diff_intervals__mutmut_19: np.zeros(None) is a scalar 0 that broadcasts to the K zeros
 #   taxonomy.stats.x__capped__mutmut_19: cluster_design turns the names into strings either way
 #   taxonomy.stats.x__capped__mutmut_21: cluster_design turns the names into strings either way
 #   taxonomy.stats.x_design_without__mutmut_26: the zipped sequences have equal length by construction
