@@ -67,7 +67,10 @@ def test_back_gives_the_coders_own_episode_back(client, bob, held):
     assert not Lease.objects.filter(episode=held).exists()
 
 
-def test_skip_gives_it_back_too(client, bob, held):
+def test_skip_gives_it_back_too(client, bob, held, study, make_episode):
+    other = make_episode(study)
     client.force_login(bob)
-    client.post(f"/studies/alpha/episodes/{held.pk}/skip/")
+    response = client.post(f"/studies/alpha/episodes/{held.pk}/skip/")
+    # The skip ends the lease and claims the next episode in the same request.
+    assert response.url == f"/studies/alpha/episodes/{other.pk}/code/"
     assert not Lease.objects.filter(episode=held).exists()
