@@ -224,3 +224,12 @@ def codes(codebook):
             return AxisValue.objects.get(codebook=codebook, axis="capability", code=code)
 
     return Codes()
+
+
+@pytest.fixture
+def eager_jobs(monkeypatch, settings):
+    """Run jobs in-process, as without a broker (make run), even when CI configures Redis."""
+    from config.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    settings.CELERY_TASK_ALWAYS_EAGER = True

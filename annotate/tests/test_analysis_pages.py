@@ -128,6 +128,7 @@ def test_it_explains_bad_parameters(paper, client, alice):
     assert "cell:" in r.content.decode() and "bootstrap:" in r.content.decode()
 
 
+@pytest.mark.usefixtures("eager_jobs")
 def test_a_large_b_runs_as_a_job_started_by_a_coder_not_a_viewer(
     paper, client, bob, vera, settings, django_capture_on_commit_callbacks
 ):

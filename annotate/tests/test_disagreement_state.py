@@ -81,6 +81,8 @@ def test_the_stored_bits_equal_what_the_codings_say(study, make_episode, codes, 
     from annotate.services import membership_set
 
     membership_set(study=study, user=vera, role="coder")
+    study.coders_per_episode = 3  # up to three coders per episode; coding_save keeps k
+    study.save(update_fields=["coders_per_episode"])
     rng = random.Random(5)
     pools = {"type": ["TUS-03", "EXT-04", None], "source": ["llm", "tool_service"], "stage": ["planning", "setup"]}
     episodes = []

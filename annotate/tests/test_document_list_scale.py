@@ -34,9 +34,9 @@ def fill(study) -> None:
         cursor.execute(
             f"""
             INSERT INTO {qn("annotate_episode")} (document_id, study_id, excerpt, {qn("order")}, split, status,
-                n_codings, queue_key, created_at)
+                n_codings, queue_key, created_at, reference, disagreement)
             SELECT id, study_id, '', 0, CASE WHEN id %% 10 = 0 THEN 'holdout' ELSE 'primary' END, 'open',
-                CASE WHEN id %% 7 = 0 THEN 1 ELSE 0 END, id * 7919 %% 1000003, CURRENT_TIMESTAMP
+                CASE WHEN id %% 7 = 0 THEN 1 ELSE 0 END, id * 7919 %% 1000003, CURRENT_TIMESTAMP, '{{}}', 0
             FROM {qn("annotate_document")} WHERE study_id = %s
             """,  # noqa: S608
             [study.pk],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 ISSUES = json.dumps(
@@ -26,6 +27,7 @@ def _upload(client, capture):
         return client.post("/studies/alpha/import/", {"file": SimpleUploadedFile("issues.json", ISSUES)})
 
 
+@pytest.mark.usefixtures("eager_jobs")
 def test_an_upload_queues_suggestions_for_the_new_episodes(client, alice, study, django_capture_on_commit_callbacks):
     from annotate.models import Job, Suggestion
 
@@ -40,6 +42,7 @@ def test_an_upload_queues_suggestions_for_the_new_episodes(client, alice, study,
     assert "2</strong> created" in page and f"job #{suggest.pk}" in page
 
 
+@pytest.mark.usefixtures("eager_jobs")
 def test_a_study_can_turn_import_suggestions_off(client, alice, study, django_capture_on_commit_callbacks):
     from annotate.models import Job, Suggestion
 
@@ -62,6 +65,7 @@ def test_the_setting_is_on_the_coding_settings_page(client, alice, study):
     assert study.suggest_on_import is True
 
 
+@pytest.mark.usefixtures("eager_jobs")
 def test_the_import_panel_says_the_import_runs_inline_without_a_broker(client, alice, study, settings):
     client.force_login(alice)
     assert "runs inside this request" in client.get("/studies/alpha/").content.decode()

@@ -39,6 +39,7 @@ def staff(alice):
     return alice
 
 
+@pytest.mark.usefixtures("eager_jobs")
 def test_it_lets_staff_create_a_study_they_own_with_its_settings_and_first_import(
     client, staff, codebook, django_capture_on_commit_callbacks
 ):
