@@ -40,9 +40,11 @@ def supervised(root: int) -> dict[str, int]:
     for pid in tree:
         if supervisor is None or parent_of(pid) != supervisor:
             continue
-        argv = command_line(pid)
-        for name, marker in (("web", "gunicorn"), ("worker", "worker"), ("beat", "beat")):
-            if marker in argv:
+        # Matched on the whole text: with setproctitle installed, gunicorn and Celery retitle their
+        # processes ("gunicorn: master [config.wsgi]", "[celeryd: ...] (-A config worker ...)").
+        text = " ".join(command_line(pid))
+        for name, markers in (("web", ("gunicorn",)), ("worker", ("celery", "worker")), ("beat", ("celery", "beat"))):
+            if all(marker in text for marker in markers):
                 found[name] = pid
     return found
 
