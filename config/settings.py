@@ -351,6 +351,7 @@ SPECTACULAR_SETTINGS = {
         "DocumentKindEnum": "annotate.models.DocumentKind",
         "TriageStatusEnum": "annotate.models.TriageStatus",
         "JobStatusEnum": "annotate.models.JobStatus",
+        "CellIntervalEnum": "api.serializers.analysis.CELL_INTERVAL_CHOICES",
     },
 }
 

@@ -12,6 +12,9 @@ from rest_framework import serializers
 from annotate.analysis import AGREEMENT_B, DEFAULT_B
 from taxonomy.stats import CELL_METHOD_NAMES, CELL_METHODS, DEFAULT_CELL_METHOD, MIN_CLUSTERS
 
+# Named once for the OpenAPI schema (settings.SPECTACULAR_SETTINGS ENUM_NAME_OVERRIDES).
+CELL_INTERVAL_CHOICES = list(CELL_METHODS)
+
 
 class MatrixQuerySerializer(serializers.Serializer):
     bootstrap = serializers.IntegerField(
@@ -35,7 +38,7 @@ class MatrixQuerySerializer(serializers.Serializer):
         required=False, default=False, help_text='BCa bootstrap intervals (the old spelling of interval="bca").'
     )
     interval = serializers.ChoiceField(
-        choices=list(CELL_METHODS),
+        choices=CELL_INTERVAL_CHOICES,
         required=False,
         help_text=f"Cell-share interval, default {DEFAULT_CELL_METHOD}: "
         + "; ".join(f"{k}: {v}" for k, v in CELL_METHOD_NAMES.items())

@@ -51,8 +51,8 @@ def test_it_shows_local_suggestions_and_accepting_with_a_then_saving_links_the_c
     expect(panel.locator(".suggestion-candidate")).to_have_count(3)
     expect(panel.locator(".confidence-text").first).to_contain_text("% confidence")
     expect(panel.locator(".suggestion-candidate").first).to_contain_text(suggestion.failure_type.code)
-    if suggestion.evidence:
-        expect(page.locator("#episode-text mark.suggestion-evidence").first).to_be_visible()
+    # The demo study is blind: the suggestion's quote is not highlighted before the coder has a type.
+    expect(page.locator("#episode-text mark.suggestion-evidence")).to_have_count(0)
     shot("suggestion-panel")
 
     page.locator("#doc-title").click()  # focus outside any text field, as a coder reading the text
@@ -113,6 +113,11 @@ def test_the_study_page_starts_a_batch_and_the_quality_page_reports_it(
     expect(page.locator("#suggest-job .badge")).to_contain_text("Succeeded", timeout=30_000)
     expect(page.locator("#suggest-job")).to_contain_text("suggested")
     shot("suggestion-study-button")
+    # The quality report is built from everyone's codings: in a blind study it is the owner's to read.
+    expect(page.get_by_role("link", name="Suggestions")).to_have_count(0)
+    page.context.clear_cookies()
+    login("demo-owner")
+    page.goto(f"{live_server.url}/studies/demo/")
     page.get_by_role("link", name="Suggestions").click()
     expect(page.get_by_role("heading", name="Suggestion quality")).to_be_visible()
     expect(page.locator("caption", has_text="Calibration of the top-1 type").first).to_be_visible()

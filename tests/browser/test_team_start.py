@@ -95,7 +95,7 @@ def test_an_owner_starts_a_study_and_a_coder_joins_by_link_and_codes(
         expect(coder).to_have_url(f"{live_server.url}/studies/wild/")
         expect(coder.locator(".messages")).to_contain_text("you are coder")
 
-        coder.get_by_role("link", name="Code next episode").click()
+        coder.get_by_role("button", name="Code next episode").click()
         expect(coder.locator("#workspace-progress")).to_contain_text("3 of 3 left for you in this study")
         expect(coder.locator("#workspace-progress")).to_contain_text("0 coded this session")
         for query, left in (("loop", "2 of 3"), ("hang", "1 of 3")):
