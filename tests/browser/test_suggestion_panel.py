@@ -115,6 +115,13 @@ def test_the_study_page_starts_a_batch_and_the_quality_page_reports_it(
     shot("suggestion-study-button")
     # The quality report is built from everyone's codings: in a blind study it is the owner's to read.
     expect(page.get_by_role("link", name="Suggestions")).to_have_count(0)
+    from django.contrib.auth import get_user_model
+
+    from conftest import PASSWORD
+
+    owner = get_user_model().objects.get(username="demo-owner")
+    owner.set_password(PASSWORD)
+    owner.save()
     page.context.clear_cookies()
     login("demo-owner")
     page.goto(f"{live_server.url}/studies/demo/")
