@@ -463,22 +463,8 @@ def upload_max_bytes() -> int:
     return settings.FAULTLINE_MAX_UPLOAD_MB * 1024 * 1024
 
 
-def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool = False) -> Job:
-    """Validate an uploaded file, store it under MEDIA_ROOT and start an "import" Job.
-
-    Raises ValidationError({"file": ...}) for a missing, empty, oversized or
-    unsupported file. The job deletes the stored file when it finishes.
-    """
-    from ..jobs import job_start
-
-    if uploaded_file is None:
-        raise ValidationError({"file": "Choose a file to import."})
-    name = Path(uploaded_file.name or "").name
-    ext = Path(name).suffix.lower()
-    if ext not in EXTENSIONS:
-        raise ValidationError(
-            {"file": f"'{name}' is not a supported file: use .json or .jsonl (GitHub issues), .bib, .ris or .csv."}
-        )
+def upload_store(uploaded_file, *, name: str, ext: str) -> Path:
+    """Check an upload's size and store it under MEDIA_ROOT for a job; ValidationError if too big or empty."""
     if uploaded_file.size > upload_max_bytes():
         raise ValidationError(
             {
@@ -495,6 +481,26 @@ def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool 
     with stored.open("wb") as out:
         for chunk in uploaded_file.chunks():
             out.write(chunk)
+    return stored
+
+
+def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool = False) -> Job:
+    """Validate an uploaded file, store it under MEDIA_ROOT and start an "import" Job.
+
+    Raises ValidationError({"file": ...}) for a missing, empty, oversized or
+    unsupported file. The job deletes the stored file when it finishes.
+    """
+    from ..jobs import job_start
+
+    if uploaded_file is None:
+        raise ValidationError({"file": "Choose a file to import."})
+    name = Path(uploaded_file.name or "").name
+    ext = Path(name).suffix.lower()
+    if ext not in EXTENSIONS:
+        raise ValidationError(
+            {"file": f"'{name}' is not a supported file: use .json or .jsonl (GitHub issues), .bib, .ris or .csv."}
+        )
+    stored = upload_store(uploaded_file, name=name, ext=ext)
     params = {"path": f"{UPLOAD_DIR}/{stored.name}", "filename": name[:200], "include_prs": bool(include_prs)}
     try:
         return job_start(kind="import", study=study, user=user, params=params)

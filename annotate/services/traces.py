@@ -6,7 +6,6 @@ trace writes nothing; a changed one keeps its episode and codings and has its st
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from django.db.models import Max, Q
 from ..importers import ImportFileError
 from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
 from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
-from .imports import ImportResult, _RawWriter, import_records, record_hash, upload_max_bytes
+from .imports import ImportResult, _RawWriter, import_records, record_hash, upload_store
 
 ProgressFn = Callable[[int, int], None]
 BATCH = 200
@@ -213,21 +212,7 @@ def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
     ext = Path(name).suffix.lower()
     if ext not in TRACE_EXTENSIONS:
         raise ValidationError({"file": f"'{name}' is not a supported trace file: use .json or .jsonl."})
-    if uploaded_file.size > upload_max_bytes():
-        raise ValidationError(
-            {
-                "file": f"'{name}' is {uploaded_file.size / 1048576:.1f} MB; uploads are limited to "
-                f"{settings.FAULTLINE_MAX_UPLOAD_MB} MB (FAULTLINE_MAX_UPLOAD_MB)."
-            }
-        )
-    if uploaded_file.size == 0:
-        raise ValidationError({"file": f"'{name}' is empty."})
-    directory = Path(settings.MEDIA_ROOT) / UPLOAD_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    stored = directory / f"{uuid.uuid4().hex}{ext}"
-    with stored.open("wb") as out:
-        for chunk in uploaded_file.chunks():
-            out.write(chunk)
+    stored = upload_store(uploaded_file, name=name, ext=ext)
     params = {"path": f"{UPLOAD_DIR}/{stored.name}", "filename": name[:200], "format": fmt}
     try:
         return job_start(kind="import_traces", study=study, user=user, params=params)
