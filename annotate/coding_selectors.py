@@ -13,7 +13,7 @@ from datetime import datetime, time
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
-from django.utils.html import escape, json_script
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
@@ -36,8 +36,7 @@ class Picker:
     axes: dict[str, list[AxisValue]]
     value_by_code: dict[str, dict[str, AxisValue]]
     value_by_id: dict[int, AxisValue]
-    data_script: SafeString  # <script type="application/json" id="codebook-data"> for static/js/coding.js
-    data_json: str  # the same data, served once per codebook version as a cached script (codebook_data_js)
+    data_json: str  # the type picker's data, served once per codebook version as a cached script (codebook_data_js)
     stamp: str  # the codebook version's cache key in that script's URL ("draft" until published)
     options_html: str  # the <optgroup>/<option> list of types, escaped, rendered once per codebook
 
@@ -129,7 +128,6 @@ def _picker_build(codebook: Codebook) -> Picker:
         axes=axes,
         value_by_code={axis: {v.code: v for v in values} for axis, values in axes.items()},
         value_by_id={v.pk: v for values in axes.values() for v in values},
-        data_script=json_script(data, "codebook-data"),
         data_json=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
         stamp=f"{codebook.published_at:%Y%m%d%H%M%S%f}" if codebook.is_published else "draft",
         options_html="".join(options),

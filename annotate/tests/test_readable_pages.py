@@ -70,7 +70,37 @@ def test_the_adjudication_form_counts_what_is_left_and_marks_rationale_required(
     html = client.get(f"/studies/alpha/episodes/{cases['by_type'].pk}/adjudicate/").content.decode()
     assert "<strong>2</strong> episodes left to adjudicate" in html
     assert 'Rationale <span class="required">(required)</span>' in html
-    assert 'id="type-filter"' in html and "js/type_rank.js" in html and 'id="codebook-data"' in html
+    assert 'id="type-filter"' in html and "js/type_picker.js" in html and "/coding-" in html
+
+
+def _scripts(html: str) -> list[str]:
+    return re.findall(r'<script src="([^"]+)"', html)
+
+
+def test_the_adjudication_form_and_the_coding_page_share_one_type_picker(client, alice, bob, cases):  # noqa: F811
+    episode = cases["by_type"]
+    client.force_login(alice)
+    adjudicate = client.get(f"/studies/alpha/episodes/{episode.pk}/adjudicate/")
+    client.force_login(bob)
+    coding = client.get(f"/studies/alpha/episodes/{episode.pk}/code/")
+    for response in (adjudicate, coding):
+        names = {t.name for t in response.templates}
+        assert {"annotate/partials/_type_picker.html", "annotate/partials/_type_picker_scripts.html"} <= names
+    from annotate.coding_selectors import codebook_picker
+
+    picker = codebook_picker(episode.study.codebook)
+    trio = [f"/codebooks/{picker.codebook_id}/coding-{picker.stamp}.js", "/static/js/type_rank.js",
+            "/static/js/type_picker.js"]  # fmt: skip
+    coding_scripts, adjudicate_scripts = _scripts(coding.content.decode()), _scripts(adjudicate.content.decode())
+    at = coding_scripts.index(trio[0])
+    assert coding_scripts[at : at + 3] == trio
+    own = [s for s in adjudicate_scripts if s not in trio and "htmx" not in s and not s.endswith("/ui.js")]
+    assert own == [] and [s for s in adjudicate_scripts if s in trio] == trio, "the same scripts, none of its own"
+    html = adjudicate.content.decode()
+    assert html.count('id="type-picker"') == 1 and 'data-prefill="empty"' in html
+    assert 'data-prefill="always"' in coding.content.decode()
+    # The adjudicator's starting type (alice's and bob's differ, so none) has the same detail box as the coding page.
+    assert "The chosen type's definition, indicators and example appear here." in html
 
 
 def test_confidence_is_not_called_agreed_when_it_differs(client, alice, bob, study, make_episode, code):  # noqa: F811

@@ -118,6 +118,7 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
         "adjudication": adjudication, "v": values, "errors": form.errors, "compare": side_by_side(codings, picker),
         "text": episode_text(episode)[:DISPLAY_LIMIT], "groups": axis_groups(picker, values, form.errors),
         "type_options": picker.type_options(values.get("failure_type")),
+        "chosen_type": picker.type_by_code.get(values.get("failure_type") or ""),
         "left": disagreeing_episodes(study).count(),
         "trace_agents": trace_summary_of(episode.document).get("agents") if has_steps(episode.document) else None,
         "trace": trace_window(episode.document) if has_steps(episode.document) else None,

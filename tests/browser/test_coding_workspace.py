@@ -214,7 +214,8 @@ def test_an_owner_adjudicates_a_disagreement(page, live_server, login, shot, stu
     expect(page.locator("table.compare")).to_contain_text("rate limit")
     expect(page.locator("table.compare")).to_contain_text("no retry logic")
     shot("workspace-adjudicate")
-    page.get_by_label("Failure type", exact=True).select_option("EXT-04")
+    page.locator("#type-filter").fill("EXT-04")  # the coding page's picker; with JS it replaces the select
+    page.locator("#type-filter").press("Enter")
     page.get_by_label("Responsibility source").select_option("tool_service")
     page.get_by_label("Rationale").fill("The provider throttled the agent; the missing retry is secondary.")
     page.get_by_role("button", name="Record the final codes").click()
