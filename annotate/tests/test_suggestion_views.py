@@ -87,6 +87,20 @@ def _attr(html: str, name: str) -> str:
     return h.unescape(html[start : html.index('"', start)])
 
 
+def test_a_trace_suggestions_accept_fills_its_decisive_step_and_agent_too(suggested, study, bob, login):
+    ep, s = suggested
+    url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
+    plain = login(bob).get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "decisive_step" not in json.loads(_attr(plain, "data-fill")) and "suggestion-attribution" not in plain
+    s.decisive_step, s.responsible_agent = 4, "WebSurfer"
+    s.save(update_fields=["decisive_step", "responsible_agent"])
+    html = login(bob).get(url, HTTP_HX_REQUEST="true").content.decode()
+    fills = [json.loads(_attr(part, "data-fill")) for part in html.split('class="suggestion-candidate"')[1:]]
+    assert len(fills) == 3
+    assert all((f["decisive_step"], f["responsible_agent"]) == (4, "WebSurfer") for f in fills)
+    assert "Suggested attribution: step #4" in html
+
+
 def test_the_panel_is_for_members_who_code(suggested, study, vera, charlie, login):
     ep, _ = suggested
     url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"

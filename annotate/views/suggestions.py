@@ -103,11 +103,17 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, show
     )
     spec = codebook_spec(study.codebook)
     names = {a: {v.code: v.name for v in spec.axes[a]} for a in spec.axes}
+    # A trace episode's suggestion names one decisive step and agent: accepting any candidate fills them too.
+    attribution = (
+        {"decisive_step": suggestion.decisive_step, "responsible_agent": suggestion.responsible_agent}
+        if suggestion.decisive_step is not None
+        else {}
+    )
     candidates = []
     for rank, c in enumerate(suggestion.candidates):
         t = spec.type_by_code(c["failure_type"])
         fill = {k: c[k] for k in ("failure_type", "source", "stage", "capability", "evidence")}
-        fill.update(confidence=c["confidence"], from_suggestion=suggestion.pk, not_a_failure=False)
+        fill.update(confidence=c["confidence"], from_suggestion=suggestion.pk, not_a_failure=False, **attribution)
         candidates.append(
             {
                 **c,
@@ -125,6 +131,7 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, show
         suggestion=suggestion,
         confident=confident,
         candidates=candidates,
+        attribution=attribution,
         naf_fill=json.dumps({"not_a_failure": True, "from_suggestion": suggestion.pk}),
         show_status=own_review or visibility.on_episode(episode, has_own=has_own),
     )

@@ -12,6 +12,8 @@
  *   fieldset#confidence            radios name="confidence", values low|medium|high
  *   textarea#memo, textarea#evidence (a verbatim quote of the episode text)
  *   input#from_suggestion          hidden, the id of the Suggestion the codes came from
+ *   input#decisive_step, input#responsible_agent
+ *                                  the attribution (trace episodes only; absent otherwise)
  *   #episode-text                  the rendered episode text (a selection there becomes the evidence)
  *
  * Filling the form from codes (the suggestion panel does this when the coder presses `a`):
@@ -19,10 +21,12 @@
  *   document.dispatchEvent(new CustomEvent("faultline:fill", {detail: {
  *     failure_type: "TUS-03", source: "llm", stage: "iterative_execution", capability: "actuation",
  *     not_a_failure: false, needs_new_type: false, confidence: "high",   // or a number 0..1
- *     memo: "…", evidence: "a quote", from_suggestion: 12}}));
+ *     memo: "…", evidence: "a quote", from_suggestion: 12,
+ *     decisive_step: 5, responsible_agent: "WebSurfer"}}));   // trace episodes
  *
  *   or call window.Faultline.fill(detail). Keys left out keep their current value; unknown codes
- *   are ignored with a console warning. When done, "faultline:filled" is dispatched on document.
+ *   are ignored with a console warning. When done, "faultline:filled" is dispatched on document
+ *   (trace.js then shows a filled decisive step in the trace viewer).
  *
  * The type picker is static/js/type_picker.js, shared with the adjudication form. Whenever a type is
  * chosen (picker, select or fill), it dispatches "faultline:type-chosen" on document with detail
@@ -129,6 +133,11 @@
     ["memo", "evidence", "not_a_failure_reason", "from_suggestion"].forEach(function (name) {
       if (name in detail && $(name)) $(name).value = detail[name] === null ? "" : String(detail[name]);
     });
+    // The attribution only when there is one to fill: a fill without a step keeps the coder's own.
+    if (detail.decisive_step !== undefined && detail.decisive_step !== null && $("decisive_step")) {
+      $("decisive_step").value = String(detail.decisive_step);
+      if ($("responsible_agent")) $("responsible_agent").value = detail.responsible_agent || "";
+    }
     if (chosen) showFilled(detail);
     document.dispatchEvent(new CustomEvent("faultline:filled", {detail: detail}));
   }
@@ -141,7 +150,10 @@
     var note = $("fill-note");
     if (!note) return;
     var what = detail.from_suggestion ? "Suggestion accepted: " : "Filled in: ";
-    note.textContent = what + t.code + " " + t.name + ", with its source, stage and capability. Check them, then save.";
+    var attributed = detail.decisive_step !== undefined && detail.decisive_step !== null && $("decisive_step");
+    note.textContent = what + t.code + " " + t.name + ", with its source, stage and capability" +
+      (attributed ? ", and decisive step #" + detail.decisive_step + (detail.responsible_agent ? " (" + detail.responsible_agent + ")" : "") : "") +
+      ". Check them, then save.";
     note.hidden = false;
     var fieldset = $("type-picker");
     if (fieldset) fieldset.scrollIntoView({block: "nearest"});

@@ -1,6 +1,8 @@
 // The trace viewer: j/k move between steps, m marks the current one as the decisive step,
 // a click selects a step, toggles collapse nested spans, "show all" expands long content.
 // Windows of steps arrive through htmx, so every handler is delegated from the trace section.
+// A fill of the coding form with a decisive step (an accepted suggestion, coding.js's
+// "faultline:filled") selects that step and scrolls to it, loading its window if needed.
 (function () {
   "use strict";
   const trace = document.getElementById("trace");
@@ -105,6 +107,41 @@
     if (event.key === "j") { event.preventDefault(); move(1); }
     else if (event.key === "k") { event.preventDefault(); move(-1); }
     else if (event.key === "m" && current) { event.preventDefault(); mark(current); }
+  });
+
+  function reveal(index) {
+    const el = document.getElementById("step-" + index);
+    if (el) {
+      if (el.hidden) el.hidden = false; // under a collapsed span: the decisive step must show
+      select(el, false);
+      el.scrollIntoView({ block: "center" });
+      return;
+    }
+    if (!window.htmx || !trace.dataset.stepsUrl) return;
+    // Not in the loaded window: load the window that starts at it.
+    const url = trace.dataset.stepsUrl + "?start=" + encodeURIComponent(index) + (trace.dataset.markable ? "&markable=1" : "");
+    window.htmx.ajax("GET", url, { target: "#trace-steps", swap: "innerHTML" }).then(() => {
+      const loaded = document.getElementById("step-" + index);
+      if (loaded) {
+        select(loaded, false);
+        loaded.scrollIntoView({ block: "center" });
+      }
+    });
+  }
+
+  document.addEventListener("faultline:filled", (event) => {
+    const detail = event.detail || {};
+    const step = document.getElementById("decisive_step");
+    if (!trace.dataset.markable || !step || detail.decisive_step === undefined || detail.decisive_step === null) return;
+    const index = String(detail.decisive_step);
+    trace.dataset.decisive = index;
+    showDecisive(index);
+    const status = document.getElementById("decisive-status");
+    if (status) {
+      status.textContent = "Decisive step #" + index + (detail.responsible_agent ? " (" + detail.responsible_agent + ")" : "") +
+        " filled from the suggestion.";
+    }
+    reveal(index);
   });
 
   document.body.addEventListener("htmx:afterSwap", () => {
