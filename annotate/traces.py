@@ -117,13 +117,13 @@ def trace_summary(steps: list[Step]) -> dict[str, Any]:
 
 def _steps_digest(steps: list[Step]) -> str:
     """sha256 over every stored field of every step, so a re-import sees any change beyond the body's cut."""
-    h = hashlib.sha256()
-    for s in steps:
-        row = (s.index, s.parent_index, s.span_id, s.agent, s.kind, s.name, s.input, s.output, s.status, s.error,
-               s.started_at, s.ended_at, s.paired_index, s.ran)  # fmt: skip
-        h.update("\x1f".join(map(str, row)).encode("utf-8", "surrogatepass"))
-        h.update(b"\x1e")
-    return h.hexdigest()
+    # One string hashed once (the same bytes as hashing row by row, in a fraction of the calls).
+    text = "".join(
+        "\x1f".join(map(str, (s.index, s.parent_index, s.span_id, s.agent, s.kind, s.name, s.input, s.output,
+                               s.status, s.error, s.started_at, s.ended_at, s.paired_index, s.ran))) + "\x1e"
+        for s in steps
+    )  # fmt: skip
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _body(steps: list[Step], head: str = "") -> str:

@@ -19,6 +19,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
@@ -109,20 +110,34 @@ def _labels_field(labels: list[str]) -> str:
 HASH_IGNORED_META = frozenset({"format", "entry_type"})
 
 
+_HASH_JSON = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":"), "default": str}
+
+
+def _json_string(text: str) -> bytes:
+    """`json.dumps(text, ensure_ascii=False)` as UTF-8: orjson writes the same bytes for every code point
+    (annotate/tests/test_imports.py checks them all) several times faster; it refuses a lone surrogate."""
+    try:
+        return orjson.dumps(text)
+    except TypeError:
+        return json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
 def record_hash(record: Record) -> str:
     """sha256 of a record's content: url, cluster, title, body, labels and meta.
 
     `raw` is left out: for GitHub, meta carries `updated_at`, which moves on any change.
+    The hash is of the compact, key-sorted JSON of `[url, cluster, title, body, labels, meta]`;
+    it is stored, so it must never change. The body, by far the longest part, is encoded on its own.
     """
     meta = {k: v for k, v in record.meta.items() if k not in HASH_IGNORED_META}
-    payload = json.dumps(
-        [record.url, record.cluster, record.title, record.body, record.labels, meta],
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=str,
-    )
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    head = json.dumps([record.url, record.cluster, record.title], **_HASH_JSON)  # "[url,cluster,title]"
+    tail = json.dumps([record.labels, meta], **_HASH_JSON)  # "[labels,meta]"
+    h = hashlib.sha256(head[:-1].encode("utf-8", "surrogatepass"))
+    h.update(b",")
+    h.update(_json_string(record.body))
+    h.update(b",")
+    h.update(tail[1:].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
 
 
 def _max_params() -> int:
@@ -159,6 +174,11 @@ class _RawWriter:
             self.constant[f.attname] = f.get_db_prep_save(value, connection)
         self.json = {f.attname: f for f in self.fields if isinstance(f, JSONField)}
 
+    @property
+    def names(self) -> list[str]:
+        """The attnames of the columns, in the order `insert(..., prepared=True)` expects each row."""
+        return [f.attname for f in self.fields]
+
     def row(self, values: dict[str, Any]) -> list:
         out = []
         for f in self.fields:
@@ -171,16 +191,19 @@ class _RawWriter:
                 out.append(values[name])
         return out
 
-    def insert(self, rows: list[dict[str, Any]]) -> list[int] | None:
-        """Insert the rows. Returns their new primary keys (in no particular order), or None
-        when the caller must look them up (PostgreSQL's COPY returns none)."""
+    def insert(self, rows: list, *, prepared: bool = False) -> list[int] | None:
+        """Insert the rows: dicts by attname, or with `prepared`, sequences of every column's value
+        in `names` order (no JSON fields to prepare), which skips the per-value dict lookups.
+        Returns their new primary keys (in no particular order), or None when the caller must
+        look them up (PostgreSQL's COPY returns none)."""
+        make = (lambda values: values) if prepared else self.row
         if connection.vendor == "postgresql":
             # COPY is about twice as fast as multi-row INSERTs, on the server and in this process.
             connection.ensure_connection()
             sql = f"COPY {self.table} ({self.columns}) FROM STDIN"
             with connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
                 for values in rows:
-                    copy.write_row(self.row(values))
+                    copy.write_row(make(values))
             return None
         per_statement = max(1, min(1000, _max_params() // len(self.fields)))
         returning = connection.features.can_return_rows_from_bulk_insert
@@ -190,7 +213,7 @@ class _RawWriter:
                 chunk = rows[i : i + per_statement]
                 marks = ", ".join([self.marks] * len(chunk))
                 sql = f"INSERT INTO {self.table} ({self.columns}) VALUES {marks}"  # noqa: S608 - names from the model
-                params = [value for values in chunk for value in self.row(values)]
+                params = [value for values in chunk for value in make(values)]
                 if returning:
                     cursor.execute(f"{sql} RETURNING {self.pk}", params)
                     ids.extend(row[0] for row in cursor.fetchall())
@@ -231,8 +254,12 @@ def _queue_keys_set(study: Study, episode_ids: list[int]) -> None:
             cursor.executemany(f"UPDATE {table} SET queue_key = %s WHERE id = %s", keys)  # noqa: S608
 
 
-def _write_batch(*, study: Study, batch: list[Record], result: ImportResult) -> None:
-    """Upsert one batch: one SELECT, then multi-row INSERT/UPDATE only for what changed."""
+def _write_batch(
+    *, study: Study, batch: list[Record], result: ImportResult, written: set[tuple[str, str]] | None = None
+) -> None:
+    """Upsert one batch: one SELECT, then multi-row INSERT/UPDATE only for what changed.
+
+    `written`, if given, receives the (kind, external_id) of every record inserted or updated."""
     kinds = {r.kind for r in batch}
     existing: dict[tuple[str, str], tuple[int, str]] = {}
     for kind in kinds:
@@ -252,6 +279,9 @@ def _write_batch(*, study: Study, batch: list[Record], result: ImportResult) -> 
             changed.append((found[0], _document_values(record, digest)))
         else:
             result.unchanged += 1
+            continue
+        if written is not None:
+            written.add((record.kind, record.external_id))
     now = timezone.now()
     if new:
         doc_ids = _RawWriter(Document, {"study_id": study.pk, "imported_at": now, "updated_at": now}).insert(new)
@@ -288,11 +318,13 @@ def import_records(
     result: ImportResult | None = None,
     seen: set[tuple[str, str]] | None = None,
     batch_size: int = BATCH_SIZE,
+    written: set[tuple[str, str]] | None = None,
 ) -> ImportResult:
     """Upsert records in batches (the caller owns the transaction).
 
     A record whose (kind, external_id) already appeared in this import is skipped
     as a duplicate, so a file that repeats an issue cannot flip it back and forth.
+    `written`, if given, receives the (kind, external_id) of each record inserted or updated.
     """
     result = result if result is not None else ImportResult()
     seen = seen if seen is not None else set()
@@ -313,7 +345,7 @@ def import_records(
             seen.add(key)
             batch.append(item)
         if batch:
-            _write_batch(study=study, batch=batch, result=result)
+            _write_batch(study=study, batch=batch, result=result, written=written)
         if progress is not None:
             progress(result)
     return result

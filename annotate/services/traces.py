@@ -6,8 +6,11 @@ trace writes nothing; a changed one keeps its episode and codings and has its st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
+from queue import Full, Queue
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +21,7 @@ from django.db.models import Max, Q
 from ..importers import ImportFileError
 from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
 from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
-from .imports import ImportResult, _RawWriter, import_records, record_hash, upload_store
+from .imports import ImportResult, _RawWriter, import_records, upload_store
 
 ProgressFn = Callable[[int, int], None]
 BATCH = 200
@@ -26,32 +29,34 @@ MAX_TRACE_ARTIFACTS = 200
 UPLOAD_DIR = "imports"
 
 
-def _step_row(document_id: int, s: Step) -> dict[str, Any]:
-    return {
-        "document_id": document_id,
-        "index": s.index,
-        "parent_index": s.parent_index,
-        "depth": s.depth,
-        "span_id": s.span_id,
-        "agent": s.agent,
-        "kind": str(s.kind),
-        "name": s.name,
-        "input": s.input,
-        "output": s.output,
-        "started_at": s.started_at,
-        "ended_at": s.ended_at,
-        "status": str(s.status),
-        "error": s.error,
-        "paired_index": s.paired_index,
-        "ran": s.ran,
-    }
+# TraceStep's columns in the order _RawWriter inserts them (checked against the model in _step_writer).
+STEP_COLUMNS = [
+    "document_id", "index", "parent_index", "depth", "span_id", "agent", "kind", "name", "input", "output",
+    "started_at", "ended_at", "status", "error", "paired_index", "ran",
+]  # fmt: skip
+
+
+def _step_writer() -> _RawWriter:
+    writer = _RawWriter(TraceStep, {})
+    if writer.names != STEP_COLUMNS:  # a field added to TraceStep must be added here too
+        raise RuntimeError(f"TraceStep columns {writer.names} differ from STEP_COLUMNS")
+    return writer
+
+
+def _step_rows(document_id: int, steps: list[Step]) -> list[tuple]:
+    """Rows in STEP_COLUMNS order (kind and status as plain str: a driver may adapt an Enum by its name)."""
+    return [
+        (document_id, s.index, s.parent_index, s.depth, s.span_id, s.agent, str(s.kind), s.name, s.input, s.output,
+         s.started_at, s.ended_at, str(s.status), s.error, s.paired_index, s.ran)
+        for s in steps
+    ]  # fmt: skip
 
 
 def steps_write(*, document_id: int, steps: list[Step]) -> None:
     """Replace a document's steps (multi-row inserts; the caller owns the transaction)."""
     TraceStep.objects.filter(document_id=document_id).delete()
     if steps:
-        _RawWriter(TraceStep, {}).insert([_step_row(document_id, s) for s in steps])
+        _step_writer().insert(_step_rows(document_id, steps), prepared=True)
 
 
 def artifacts_link(*, document: Document, artifacts: Iterable[TraceArtifact]) -> list[Artifact]:
@@ -106,30 +111,80 @@ def _references_write(study: Study, refs: dict[str, dict]) -> None:
 
 
 def _write(study: Study, batch: list[TraceRecord], result: ImportResult, seen: set) -> list[Document]:
-    """Upsert one batch of traces: documents through the shared importer, then steps and references."""
+    """Upsert one batch of traces: documents through the shared importer, then the steps of every
+    trace it inserted or updated (one multi-row insert for the whole batch), then references."""
+    written: set[tuple[str, str]] = set()
+    import_records(study=study, records=[tr.record for tr in batch], result=result, seen=seen, written=written)
     unique: dict[str, TraceRecord] = {}
     for tr in batch:
         unique.setdefault(tr.record.external_id, tr)
-    existing = dict(
-        Document.objects.filter(study=study, kind=DocumentKind.TRACE, external_id__in=list(unique)).values_list(
-            "external_id", "content_hash"
-        )
-    )
-    changed = {ext for ext, tr in unique.items() if existing.get(ext) != record_hash(tr.record)}
-    import_records(study=study, records=[tr.record for tr in batch], result=result, seen=seen)
     documents = list(
         Document.objects.filter(study=study, kind=DocumentKind.TRACE, external_id__in=list(unique)).only(
             "pk", "external_id", "study_id", "kind"
         )
     )
     ids = {d.external_id: d.pk for d in documents}
+    # Only what import_records wrote: a trace repeated later in the same import was skipped there,
+    # so its steps must not replace those of the copy that was kept.
+    changed = [ext for ext in unique if (DocumentKind.TRACE, ext) in written]
     if changed:
         TraceStep.objects.filter(document_id__in=[ids[e] for e in changed]).delete()
-        rows = [_step_row(ids[e], s) for e in changed for s in unique[e].steps]
+        rows = [row for e in changed for row in _step_rows(ids[e], unique[e].steps)]
         if rows:
-            _RawWriter(TraceStep, {}).insert(rows)
+            _step_writer().insert(rows, prepared=True)
     _references_write(study, {ext: tr.reference for ext, tr in unique.items() if tr.reference})
     return documents
+
+
+PREFETCH = 2 * BATCH  # records parsed ahead of the writer
+
+
+def _parsed(files: list[Path], fmt: str) -> Iterator[tuple[int, TraceRecord | None]]:
+    """The files' trace records in order, as (file number, record), and (file number, None) after
+    each file's last, parsed in a second thread while this one writes.
+
+    Parsing is pure Python and never touches the database; writing spends much of its time in
+    the database driver (SQLite's engine, PostgreSQL's round trips), which lets other threads
+    run meanwhile. So on two cores the parse of the next records overlaps the write of the last.
+    A parse error is raised here, in file order, exactly as reading in this thread would raise it;
+    closing the generator early (the writer failed) stops the parser.
+    """
+    queue: Queue = Queue(maxsize=PREFETCH)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for n, path in enumerate(files, 1):
+                for tr in iter_trace_records(path, fmt):
+                    if not put((n, tr)):
+                        return
+                if not put((n, None)):
+                    return
+        except BaseException as exc:  # handed to the writer's thread, which raises it
+            put(exc)
+            return
+        put(done)
+
+    worker = threading.Thread(target=produce, name="trace-parse", daemon=True)
+    worker.start()
+    try:
+        while (item := queue.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 def import_traces(
@@ -138,7 +193,9 @@ def import_traces(
     """Import trace files (or folders of them) in format `fmt` into `study`, all in one transaction.
 
     Upserts on (study, trace, external id): a re-import of the same files creates nothing and
-    writes nothing. A malformed file raises ImportFileError naming the file and record.
+    writes nothing. A malformed file raises ImportFileError naming the file and record. Steps of
+    a whole batch of traces are written in one multi-row insert (or COPY), while the next records
+    are parsed in a second thread (_parsed).
     """
     if fmt not in FORMATS:
         raise ImportFileError(f"unknown trace format '{fmt}': use one of {', '.join(FORMATS)}")
@@ -146,16 +203,17 @@ def import_traces(
     result = ImportResult()
     seen: set = set()
     try:
-        with transaction.atomic():
+        with transaction.atomic(), closing(_parsed(files, fmt)) as records:
             batch: list[TraceRecord] = []
-            for n, path in enumerate(files, 1):
-                for tr in iter_trace_records(path, fmt):
-                    batch.append(tr)
-                    if len(batch) >= BATCH:
-                        _write(study, batch, result, seen)
-                        batch = []
-                if progress is not None:
-                    progress(n, len(files))
+            for n, tr in records:
+                if tr is None:
+                    if progress is not None:
+                        progress(n, len(files))
+                    continue
+                batch.append(tr)
+                if len(batch) >= BATCH:
+                    _write(study, batch, result, seen)
+                    batch = []
             if batch:
                 _write(study, batch, result, seen)
     except IntegrityError as exc:

@@ -231,3 +231,49 @@ def test_the_commands_report_counts_and_fail_on_bad_input(study, capsys):
     with pytest.raises(CommandError, match="no study with slug 'nope'"):
         call_command("import_literature", "--study", "nope", str(SAMPLES / "literature.bib"))
     assert Document.objects.count() == 82
+
+
+def _record_hash_as_first_written(record):
+    """record_hash as it was first written (the stored content hashes were made with it)."""
+    import hashlib
+
+    from annotate.services.imports import HASH_IGNORED_META
+
+    meta = {k: v for k, v in record.meta.items() if k not in HASH_IGNORED_META}
+    payload = json.dumps(
+        [record.url, record.cluster, record.title, record.body, record.labels, meta],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def test_the_content_hash_is_the_one_stored_by_earlier_imports():
+    from datetime import UTC, datetime
+
+    from annotate.importers import Record
+    from annotate.services.imports import record_hash
+
+    bodies = ["", "plain", 'quotes " and \\ back', "tabs\tand\nnewlines\r\x00\x01\x1f\x7f", "ünïcödé ✓ 🙂 \u2028",
+              "a lone \ud800 surrogate", "x" * 100_000]  # fmt: skip
+    for n, body in enumerate(bodies):
+        record = Record(
+            kind="trace",
+            external_id=f"e{n}",
+            cluster="c/\u00e9",
+            title=f"T {body[:20]}",
+            body=body,
+            url="https://example.org/?a=1&b=2",
+            labels=["bug", "ü"],
+            meta={"z": 1, "a": [1.5, None, True], "format": "x", "when": datetime(2026, 1, 1, tzinfo=UTC), "s": body},
+        )
+        assert record_hash(record) == _record_hash_as_first_written(record)
+
+
+def test_orjson_writes_a_string_as_json_dumps_does_for_every_code_point():
+    import orjson
+
+    text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    assert orjson.dumps(text) == json.dumps(text, ensure_ascii=False).encode("utf-8")

@@ -129,3 +129,74 @@ def test_a_malformed_file_names_the_record_and_writes_nothing(study, tmp_path):
     with pytest.raises(ImportFileError, match="record 2"):
         import_traces(study=study, paths=[bad], fmt="whowhen")
     assert not Document.objects.filter(study=study).exists()
+
+
+def test_it_keeps_the_content_hashes_of_earlier_imports():
+    """The stored content hash and steps digest of a log never change between versions: a log imported before
+    is still "unchanged" when imported again (these values were stored by the first trace importer)."""
+    from annotate.services.imports import record_hash
+    from annotate.traces import iter_trace_records
+
+    expected = {
+        "Algorithm-Generated/1.json": (
+            "cd64ceef076e28fe7a1b837cdbf837f57e173fc0babe255878015ef864b1438a",
+            "708530757edb9ab8cf12b2930c0f67bdba559e4f83d15694a798a052c423d498",
+        ),
+        "Hand-Crafted/8.json": (
+            "e10f68d970a7352abddd43f38aae1f448a02ac47b8cb53c77495e07bb3c4174b",
+            "1b36ddf7cb1d8f84f324cee037faccb2514e37441702eedda92c745685e8bfa6",
+        ),
+    }
+    for name, (content_hash, steps_sha256) in expected.items():
+        (tr,) = iter_trace_records(WHO / name, "whowhen")
+        assert (record_hash(tr.record), tr.record.meta["steps_sha256"]) == (content_hash, steps_sha256)
+
+
+def test_a_trace_repeated_in_a_later_batch_keeps_the_steps_of_the_copy_imported(study, tmp_path, monkeypatch):
+    from annotate.services import traces as service
+
+    from .trace_fixtures import otlp_trace
+
+    first, second = otlp_trace(), otlp_trace()
+    for span in second["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        span["name"] = "renamed " + span["name"]
+    (tmp_path / "1.json").write_text(json.dumps(first))
+    (tmp_path / "2.json").write_text(json.dumps(second))
+    monkeypatch.setattr(service, "BATCH", 1)  # the repeat arrives in a batch of its own
+    result = import_traces(study=study, paths=[tmp_path], fmt="otlp")
+    assert (result.created, result.skipped) == (1, 1)
+    doc = Document.objects.get(study=study, kind="trace")
+    names = list(TraceStep.objects.filter(document=doc).values_list("name", flat=True))
+    assert names and not any(n.startswith("renamed") for n in names)
+    assert "renamed" not in doc.body
+
+
+def test_it_reports_progress_per_file_and_stops_its_parser_when_a_write_fails(study, tmp_path, monkeypatch):
+    import threading
+
+    from annotate.services import traces as service
+
+    seen = []
+    import_traces(study=study, paths=[WHO / "Algorithm-Generated"], fmt="whowhen", progress=lambda n, t: seen.append(n))
+    assert seen == list(range(1, 11))
+
+    def broken(*args, **kwargs):
+        raise ImportFileError("the database went away")
+
+    monkeypatch.setattr(service, "BATCH", 2)
+    monkeypatch.setattr(service, "_write", broken)
+    with pytest.raises(ImportFileError, match="went away"):
+        import_traces(study=study, paths=[WHO], fmt="whowhen")
+    assert not any(t.name == "trace-parse" for t in threading.enumerate())
+
+
+def test_a_bad_record_after_many_good_ones_is_named_and_nothing_is_kept(study, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    good = json.loads((WHO / "Algorithm-Generated" / "1.json").read_text())
+    for n in range(450):  # past two batches: the parser runs ahead of the writer
+        (logs / f"{n:04d}.json").write_text(json.dumps({**good, "question_ID": f"q{n}"}))
+    (logs / "0300.json").write_text(json.dumps({**good, "history": [{"role": "user"}]}))
+    with pytest.raises(ImportFileError, match=r"0300\.json: history\[0\] has no content"):
+        import_traces(study=study, paths=[logs], fmt="whowhen")
+    assert not Document.objects.filter(study=study).exists()
