@@ -217,11 +217,14 @@ def lease_held(*, study: Study, coder) -> Episode | None:
     return held.episode if held is not None else None
 
 
-def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode | None:
+def episode_next(*, study: Study, coder, skipped: Iterable[int] = (), resume: bool = True) -> Episode | None:
     """Claim the next episode for `coder` and return it, or None when nothing is left for them.
 
     A coder who already holds a live lease in this study gets that episode back,
-    so reloading "next" never hands out a second episode. `skipped` are episode
+    so reloading "next" never hands out a second episode. `resume=False` skips that
+    lookup where the caller knows the coder holds none (their first coding of an
+    episode has just ended its lease, and a claim leaves one lease per coder and
+    study); a lease left anyway is dropped by the claim. `skipped` are episode
     ids the coder skipped recently: they are served again only once nothing
     else is left.
 
@@ -230,7 +233,7 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = ()) -> Episode
     only proposes candidates that the claim checks again.
     """
     now = timezone.now()
-    held = _held(study, coder, now)
+    held = _held(study, coder, now) if resume else None
     if held is not None:
         Lease.objects.filter(pk=held.pk).update(expires_at=lease_expiry())
         held.episode.study = study
@@ -275,18 +278,24 @@ def _lease_claim_locked(episode: Episode, coder, now) -> bool:
     return True
 
 
-def lease_room(*, episode: Episode, coder) -> bool:
+def lease_room(*, episode: Episode, coder, leased: bool | None = None) -> bool:
     """Whether `coder` could start coding `episode` now: their live lease, or a free place. Reads only.
 
     Pages answer GETs with this; the place is claimed by "next" or by a POST (the first
-    interaction with the form, or the save itself).
+    interaction with the form, or the save itself). `leased`: whether the coder holds a live
+    lease on it, if the caller read that with the episode (see live_lease_of); None looks it up.
     """
     if episode.status == EpisodeStatus.ADJUDICATED:
         return False
     now = timezone.now()
-    return Lease.objects.filter(episode=episode, coder=coder, expires_at__gt=now).exists() or has_room(
-        episode, coder, now
-    )
+    if leased is None:
+        leased = Lease.objects.filter(episode=episode, coder=coder, expires_at__gt=now).exists()
+    return leased or has_room(episode, coder, now)
+
+
+def live_lease_of(coder) -> Exists:
+    """An expression for an Episode row: whether `coder` holds a live lease on it."""
+    return Exists(Lease.objects.filter(episode=OuterRef("pk"), coder=coder, expires_at__gt=timezone.now()))
 
 
 def lease_release(*, episode: Episode, coder) -> int:

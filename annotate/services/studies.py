@@ -8,9 +8,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Count, OuterRef, Q, Value, When
 from django.db.models.lookups import GreaterThanOrEqual
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
@@ -93,6 +94,14 @@ class CodingValues:
 
 
 CODING_FIELDS = list(CodingValues.__dataclass_fields__)
+CODE_FIELDS = ("failure_type", "source", "stage", "capability")  # the foreign keys among them
+
+
+def _differs(coding: Coding, values: CodingValues, name: str) -> bool:
+    """Whether the stored coding differs from `values` in field `name` (codes compared by id, without loading them)."""
+    if name in CODE_FIELDS:
+        return getattr(coding, f"{name}_id") != getattr(getattr(values, name), "pk", None)
+    return getattr(coding, name) != getattr(values, name)
 
 
 def coding_values_validate(*, values: CodingValues, codebook_id: int) -> None:
@@ -182,20 +191,65 @@ def _evidence_resolved(episode: Episode, values: CodingValues) -> CodingValues:
 
 
 def _refresh_episode_counts(episode_id: int, k: int, *, locked: bool = False) -> None:
-    """Store the episode's number of codings and its open/coded status.
+    """Store the episode's number of codings, its open/coded status and its disagreement state.
 
     The count runs in a statement after the episode's row lock is held (taken
     here unless the caller holds it), so it sees every coding committed before.
     """
     if not locked:
         Episode.objects.select_for_update().filter(pk=episode_id).values_list("pk").first()
+    _episode_update("refresh", episode_id, k)
+
+
+def _episode_values(name: str, k) -> dict:
+    """The SET clause of the coding services' episode UPDATEs: "refresh" (counts, status and
+    disagreement, after a coding is added or removed) or "disagreement" (after an edit)."""
+    if name == "disagreement":
+        return {"disagreement": disagreement_mask()}
     n = count_per_outer_row(Coding.objects.filter(episode_id=OuterRef("pk")), "episode_id")
     status = Case(
         When(status=EpisodeStatus.ADJUDICATED, then=Value(EpisodeStatus.ADJUDICATED)),
         When(GreaterThanOrEqual(n, Value(k)), then=Value(EpisodeStatus.CODED)),
         default=Value(EpisodeStatus.OPEN),
     )
-    Episode.objects.filter(pk=episode_id).update(n_codings=n, status=status, disagreement=disagreement_mask())
+    return {"n_codings": n, "status": status, "disagreement": disagreement_mask()}
+
+
+# Building the disagreement expression through the ORM costs more CPU than the rest of a save,
+# and its SQL never changes: each UPDATE is compiled once per database with marker values
+# for the episode id and k, which each run puts back in their places among the parameters.
+_MARK_PK, _MARK_K = -790_001, -790_002
+_compiled: dict[tuple[str, str], tuple[str, tuple, list[int], list[int]] | None] = {}
+
+
+def _compile(name: str) -> tuple[str, tuple, list[int], list[int]] | None:
+    query = Episode.objects.filter(pk=_MARK_PK).query.chain(UpdateQuery)
+    query.add_update_values(_episode_values(name, _MARK_K))
+    sql, params = query.get_compiler(connection=connection).as_sql()
+    pk_at = [i for i, p in enumerate(params) if p == _MARK_PK]
+    k_at = [i for i, p in enumerate(params) if p == _MARK_K]
+    if len(pk_at) != 1 or len(k_at) != (0 if name == "disagreement" else 1):
+        return None  # a backend that inlines values: stay with the ORM
+    return sql, tuple(params), pk_at, k_at
+
+
+def _episode_update(name: str, episode_id: int, k: int = 0) -> None:
+    """Run one of the episode UPDATEs of _episode_values on one episode, in one statement."""
+    key = (connection.vendor, name)
+    if key not in _compiled:
+        _compiled[key] = _compile(name)
+    compiled = _compiled[key]
+    if compiled is None:
+        Episode.objects.filter(pk=episode_id).update(**_episode_values(name, k))
+        return
+    sql, params, pk_at, k_at = compiled
+    params = list(params)
+    for i in pk_at:
+        params[i] = episode_id
+    for i in k_at:
+        params[i] = k
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def _suggestion_mark_used(*, suggestion, episode: Episode, values: CodingValues, user) -> None:
@@ -266,16 +320,28 @@ def coding_save(
     """
     if has_coding is None:
         has_coding = Coding.objects.filter(episode=episode, coder=coder).exists()
+    stray = has_coding
     if not has_coding:
         now = timezone.now()
-        locked = Episode.objects.select_for_update().select_related("study").get(pk=episode.pk)
+        locked = Episode.objects.select_for_update().only("status", "n_codings").get(pk=episode.pk)
+        locked.study = episode.study
         # (episode, coder) is unique, so deleting the coder's live lease both tells whether they held
         # it and ends it, as the save does (a failed save rolls the delete back with everything else).
         mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).delete()[0] > 0
-        if locked.status == EpisodeStatus.ADJUDICATED or (not mine and not has_room(locked, coder, now)):
+        room = mine
+        if not mine and locked.status != EpisodeStatus.ADJUDICATED:
+            # Others' live leases (has_room's count) and whether an expired lease of the coder is
+            # left to end, in one statement.
+            leases = Lease.objects.filter(episode=locked).aggregate(
+                others=Count("pk", filter=Q(expires_at__gt=now) & ~Q(coder=coder)),
+                stale=Count("pk", filter=Q(coder=coder)),
+            )
+            room = locked.n_codings + leases["others"] < episode.study.coders_per_episode
+            stray = leases["stale"] > 0
+        if locked.status == EpisodeStatus.ADJUDICATED or not room:
             if Coding.objects.filter(episode=episode, coder=coder).exists():
                 # Saved meanwhile (a second submit of the same form): the version check decides.
-                has_coding = True
+                has_coding = stray = True
             else:
                 raise EpisodeFull(locked)
         episode.n_codings = locked.n_codings
@@ -283,7 +349,7 @@ def coding_save(
         episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion,
         locked=not has_coding,
     )  # fmt: skip
-    if has_coding or not mine:
+    if stray:
         Lease.objects.filter(episode=episode, coder=coder).delete()  # an expired or stray lease
     return coding
 
@@ -337,10 +403,14 @@ def coding_write(
         return coding
     if version != current.version:
         raise CodingConflict(current)
-    changed = [name for name in CODING_FIELDS if getattr(current, name) != getattr(values, name)]
+    changed = [name for name in CODING_FIELDS if _differs(current, values, name)]
     if from_suggestion is not None and current.from_suggestion_id != from_suggestion.pk:
         current.from_suggestion = from_suggestion
         changed.append("from_suggestion")
+    # The codes as the caller has them (same ids where unchanged), so reading them back costs no query.
+    current.coder = coder
+    for name in CODE_FIELDS:
+        setattr(current, name, getattr(values, name))
     if not changed:
         return current
     for name in changed:
@@ -351,7 +421,7 @@ def coding_write(
     current._history_user = coder
     current.save()
     if set(changed) & DISAGREEMENT_FIELDS:
-        Episode.objects.filter(pk=episode.pk).update(disagreement=disagreement_mask())
+        _episode_update("disagreement", episode.pk)
     return current
 
 

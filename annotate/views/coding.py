@@ -17,7 +17,7 @@ from ..coding_selectors import Picker, codebook_picker, episode_codings
 from ..exposure_selectors import exposure_offer, suggestions_wait_for_choice
 from ..models import Coding, Confidence, Episode, Study
 from ..services.exposure import exposure_record
-from ..services.queue import lease_claim, lease_room
+from ..services.queue import lease_claim, lease_room, live_lease_of
 from ..services.studies import CodingConflict, EpisodeFull, coding_save
 from ..trace_selectors import trace_summary_of, trace_window
 from ..visibility import coding_visibility
@@ -38,8 +38,13 @@ def episode_text(episode: Episode) -> str:
     return episode.excerpt or episode.document.body
 
 
-def study_episode(study: Study, pk: int) -> Episode:
-    episode = get_object_or_404(Episode.objects.select_related("document"), pk=pk, study=study)
+def study_episode(study: Study, pk: int, *, lease_of=None) -> Episode:
+    """The study's episode `pk` with its document; with `lease_of`, also whether that coder holds a
+    live lease on it (`leased`), read in the same query."""
+    episodes = Episode.objects.select_related("document")
+    if lease_of is not None:
+        episodes = episodes.annotate(leased=live_lease_of(lease_of))
+    episode = get_object_or_404(episodes, pk=pk, study=study)
     episode.study = study
     return episode
 
@@ -123,14 +128,15 @@ def _trace_context(request, episode: Episode, visible: bool) -> dict:
 @require_http_methods(["GET", "POST"])
 @study_view("write")
 def coding_page(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
-    episode = study_episode(study, pk)
+    get = request.method == "GET"
+    episode = study_episode(study, pk, lease_of=request.user if get else None)
     picker = codebook_picker(study.codebook)
     mine = Coding.objects.filter(episode=episode, coder=request.user).first()
-    if request.method == "POST":
+    if not get:
         return _coding_post(request, study, episode, picker, mine)
     # A GET changes nothing: the place is claimed by "next", by the form's first interaction
     # (coding_claim) or by the save itself.
-    has_place = mine is not None or lease_room(episode=episode, coder=request.user)
+    has_place = mine is not None or lease_room(episode=episode, coder=request.user, leased=episode.leased)
     closed = "" if has_place else str(EpisodeFull(episode))
     return _render(request, study, episode, picker, mine, _values_of(mine, picker), has_place=has_place, closed=closed)
 
@@ -159,16 +165,17 @@ def _coding_post(request, study, episode, picker, mine) -> HttpResponse:
                 exposure_record(
                     study=study, episode=episode, coder=request.user, token=request.POST.get("exposure", "")
                 )
-            return _saved(request, study, episode, picker, coding)
+            return _saved(request, study, episode, picker, coding, first=mine is None)
     return _render(request, study, episode, picker, mine, values, status=400, errors=form.errors)
 
 
-def _saved(request, study, episode, picker, coding) -> HttpResponse:
+def _saved(request, study, episode, picker, coding, *, first: bool) -> HttpResponse:
     if request.POST.get("action") == "next":
         back = reverse("coding_page", args=[study.slug, episode.pk])
         saved = format_html('Saved your coding of episode {}. <a href="{}">Back to it</a>', episode.pk, back)
         messages.success(request, saved)
-        url = next_url(request, study)
+        # A first coding ended the coder's lease here, so they hold none to resume: no lookup.
+        url = next_url(request, study, resume=not first)
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     if request.htmx:
         episode.n_codings = Episode.objects.values_list("n_codings", flat=True).get(pk=episode.pk)

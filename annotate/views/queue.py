@@ -35,9 +35,10 @@ def coding_progress(request: HttpRequest, study: Study) -> HttpResponse:
     return render(request, "annotate/partials/_workspace_progress.html", context)
 
 
-def next_url(request: HttpRequest, study: Study) -> str:
+def next_url(request: HttpRequest, study: Study, *, resume: bool = True) -> str:
     """Claim the coder's next episode (for a POST) and return its coding page, or the empty queue's page."""
-    episode = episode_next(study=study, coder=request.user, skipped=request.session.get(_skipped_key(study), []))
+    skipped = request.session.get(_skipped_key(study), [])
+    episode = episode_next(study=study, coder=request.user, skipped=skipped, resume=resume)
     if episode is None:
         return reverse("coding_next", args=[study.slug]) + "?empty=1"
     return reverse("coding_page", args=[study.slug, episode.pk])

@@ -5,10 +5,12 @@ Fields are listed explicitly, so a new model field never leaks into the API.
 
 from __future__ import annotations
 
+from django.db.models import Exists, OuterRef
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from annotate.coding_selectors import codebook_picker
 from annotate.models import Coding, Confidence, Document, Episode, Job, Study, Suggestion
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
@@ -256,40 +258,57 @@ class _StudyScopedId(_StudyScoped):
         return super().to_internal_value(int(data))
 
 
+class _CodebookCode(_StudyScoped):
+    """A failure type (axis None) or axis value code of the study's codebook, found in its picker
+    (cached per published codebook version) instead of by a query per field."""
+
+    def __init__(self, *, axis: str | None = None, **kwargs):
+        self.axis = axis
+        if axis is None:
+            build = lambda study: FailureType.objects.filter(codebook_id=study.codebook_id)  # noqa: E731
+        else:
+            build = lambda study: AxisValue.objects.filter(codebook_id=study.codebook_id, axis=axis)  # noqa: E731
+        super().__init__(slug_field="code", build=build, **kwargs)
+
+    def to_internal_value(self, data):
+        picker = codebook_picker(self.context["study"].codebook)
+        found = (picker.type_by_code if self.axis is None else picker.value_by_code[self.axis]).get(str(data))
+        if found is None:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data))
+        return found
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class _StudyEpisode(_StudyScopedId):
+    """An episode of the request's study, read with whether the requesting user has coded it (`has_mine`)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(build=lambda study: Episode.objects.filter(study=study), **kwargs)
+
+    def get_queryset(self):
+        episodes = super().get_queryset()
+        request = self.context.get("request")
+        if request is None or not request.user.is_authenticated:
+            return episodes
+        return episodes.annotate(has_mine=Exists(Coding.objects.filter(episode=OuterRef("pk"), coder=request.user)))
+
+    def to_internal_value(self, data):
+        episode = super().to_internal_value(data)
+        episode.study = self.context["study"]
+        return episode
+
+
 class CodingWriteSerializer(serializers.Serializer):
     """Your coding of an episode: created, or updated when you send the version you last saw."""
 
-    episode = _StudyScopedId(
-        build=lambda study: Episode.objects.filter(study=study).select_related("study"),
-        help_text="The episode's id (in this study).",
+    episode = _StudyEpisode(help_text="The episode's id (in this study).")
+    failure_type = _CodebookCode(
+        required=False, allow_null=True, help_text="Failure type code from the study's codebook."
     )
-    failure_type = _StudyScoped(
-        slug_field="code",
-        build=lambda study: FailureType.objects.filter(codebook_id=study.codebook_id),
-        required=False,
-        allow_null=True,
-        help_text="Failure type code from the study's codebook.",
-    )
-    source = _StudyScoped(
-        slug_field="code",
-        build=lambda study: AxisValue.objects.filter(codebook_id=study.codebook_id, axis=Axis.SOURCE),
-        required=False,
-        allow_null=True,
-        help_text="Responsibility source code.",
-    )
-    stage = _StudyScoped(
-        slug_field="code",
-        build=lambda study: AxisValue.objects.filter(codebook_id=study.codebook_id, axis=Axis.STAGE),
-        required=False,
-        allow_null=True,
-        help_text="Workflow stage code.",
-    )
-    capability = _StudyScoped(
-        slug_field="code",
-        build=lambda study: AxisValue.objects.filter(codebook_id=study.codebook_id, axis=Axis.CAPABILITY),
-        required=False,
-        allow_null=True,
-        help_text="Agent capability code.",
+    source = _CodebookCode(axis=Axis.SOURCE, required=False, allow_null=True, help_text="Responsibility source code.")
+    stage = _CodebookCode(axis=Axis.STAGE, required=False, allow_null=True, help_text="Workflow stage code.")
+    capability = _CodebookCode(
+        axis=Axis.CAPABILITY, required=False, allow_null=True, help_text="Agent capability code."
     )
     not_a_failure = serializers.BooleanField(default=False, help_text="The episode is not a failure.")
     not_a_failure_reason = serializers.CharField(

@@ -78,3 +78,31 @@ def test_a_session_login_works_and_keeps_csrf(client, bob, study, make_episode):
     assert api.get(URL).status_code == 200
     assert api.post(URL, _body(ep), format="json").status_code == 403  # no CSRF token
     assert not Coding.objects.exists()
+
+
+def test_a_save_costs_a_fixed_number_of_queries(as_user, bob, study, make_episode, django_assert_num_queries):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.coding_selectors import codebook_picker
+    from annotate.models import Lease
+
+    first, second = make_episode(study), make_episode(study)
+    codebook_picker(study.codebook)  # the codes are looked up in the published codebook's cached picker
+    client = as_user(bob)
+    assert client.get(URL).status_code == 200  # the token's last use is stamped (at most once a minute)
+    # token, membership, the episode with whether bob coded it; savepoint, lock the episode, end bob's
+    # live lease (none), others' live leases and bob's expired ones in one count, the coding (for its
+    # version), insert coding + history, count and update the episode in one statement, release
+    with django_assert_num_queries(12):
+        assert client.post(URL, _body(first), format="json").status_code == 201
+    # an expired lease of bob's is ended with the save: one DELETE more
+    Lease.objects.create(episode=second, coder=bob, expires_at=timezone.now() - timedelta(minutes=1))
+    with django_assert_num_queries(13):
+        assert client.post(URL, _body(second), format="json").status_code == 201
+    assert not Lease.objects.exists()
+    # an edit takes no episode lock: savepoint, the coding, update it + history, the episode's
+    # disagreement state, end any stray lease, release
+    with django_assert_num_queries(10):
+        assert client.post(URL, _body(first, stage="planning", version=1), format="json").status_code == 200

@@ -118,7 +118,7 @@ class CodingList(generics.ListCreateAPIView):
         try:
             coding = coding_save(
                 episode=episode, coder=request.user, values=CodingValues(**data), version=version,
-                from_suggestion=suggestion,
+                from_suggestion=suggestion, has_coding=getattr(episode, "has_mine", None),
             )  # fmt: skip
         except EpisodeFull as full:
             return Response({"detail": str(full)}, status=status.HTTP_409_CONFLICT)
