@@ -38,6 +38,30 @@ def browser():
         browser.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _tcp_nodelay_live_server():
+    """Serve the browser as gunicorn does in production: with TCP_NODELAY on the server's sockets.
+
+    Django's test server sends a response's headers and body in two writes; without TCP_NODELAY,
+    Nagle's algorithm holds the body back until the browser acknowledges the headers, which a
+    delayed ACK makes 40 ms on every page of a kept-alive connection. gunicorn sets the option
+    (gunicorn/sock.py), so a coder never waits for it; the timing tests must not either.
+    """
+    import socket
+
+    from django.core.servers.basehttp import WSGIServer
+
+    bind = WSGIServer.server_bind
+
+    def server_bind(self):
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+        bind(self)
+
+    WSGIServer.server_bind = server_bind
+    yield
+    WSGIServer.server_bind = bind
+
+
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})

@@ -27,6 +27,7 @@ TIMER = """
   document.addEventListener("DOMContentLoaded", () => setTimeout(() => requestAnimationFrame(() => {
     const t0 = sessionStorage.getItem("fl-t0");
     if (t0 && document.getElementById("type-filter")) {
+      window.__flT0 = Number(t0);
       window.__flElapsed = Date.now() - Number(t0);
       sessionStorage.removeItem("fl-t0");
     }
@@ -35,13 +36,14 @@ TIMER = """
 """
 
 
-# Where the time goes, from the navigation's own timing: the save and the claim (the POST and the /next/
-# redirect), the coding page's server time, then the browser's parsing, scripts and first paint.
+# Where the time goes, from the navigation's own timing: the save and the claim (htmx's POST, until its
+# HX-Redirect starts the navigation to the next episode), the coding page's server time, then the
+# browser's parsing, scripts and first paint.
 PHASES = """
 (() => {
   const n = performance.getEntriesByType("navigation")[0];
   return {
-    save_and_claim: Math.round(n.redirectEnd - n.startTime),
+    save_and_claim: Math.round(performance.timeOrigin - window.__flT0),
     page_server: Math.round(n.responseStart - n.requestStart),
     page_download: Math.round(n.responseEnd - n.responseStart),
     dom_ready: Math.round(n.domContentLoadedEventEnd - n.responseEnd),
