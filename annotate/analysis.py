@@ -646,7 +646,8 @@ def cell_episodes(study: Study, kind: str, stage: str, capability: str, *, after
         .order_by("id")
     )
     return {"total": int(m.sum()), "episodes": episodes, "next_after": page[limit - 1] if len(page) > limit else None,
-            "after": after}  # fmt: skip
+            "after": after, "stage_name": dict(axes.stages)[stage],
+            "capability_name": dict(axes.capabilities)[capability]}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------

@@ -213,8 +213,10 @@ AXIS_NAMES = {
 def confusion_rows(confusion: dict, picker, *, category: str = "") -> tuple[list[dict], list[dict]]:
     """A confusion matrix as table rows and columns with display names.
 
-    Category labels link to their drill-down; with `category`, only the rows of that
-    category's types are kept, against the columns any of them (or the category) uses.
+    Only failure types keep their code ("CTL-05", shown beside or over the name); axis values and
+    "not_a_failure" are shown by name alone. Category labels link to their drill-down; with
+    `category`, only the rows of that category's types are kept, against the columns any of them
+    (or the category) uses.
     """
     labels, matrix = confusion["labels"], confusion["matrix"]
     names = {v.code: v.name for values in picker.axes.values() for v in values}
@@ -231,7 +233,8 @@ def confusion_rows(confusion: dict, picker, *, category: str = "") -> tuple[list
 
     def head(label: str) -> dict:
         link = f"?axis=failure_type&category={label}#pairs-h" if label in categories and not category else ""
-        return {"label": label, "name": names.get(label, label or "—"), "link": link}
+        code = label if label in category_of else ""
+        return {"label": label, "code": code, "name": names.get(label, label or "—"), "link": link}
 
     columns = [head(labels[j]) for j in cols_ix]
     rows = [{**head(labels[i]), "cells": [{"n": matrix[i][j], "diag": i == j} for j in cols_ix]} for i in rows_ix]

@@ -38,7 +38,7 @@ def test_it_serves_the_sensitivity_panel_as_an_htmx_fragment(paper, client, alic
     r = client.get("/studies/alpha/analysis/?bootstrap=300&cell=setup:memory", HTTP_HX_REQUEST="true")
     html = r.content.decode()
     assert r.status_code == 200 and html.lstrip().startswith('<section id="sensitivity"')
-    assert "setup \u00d7 memory" in html and "<html" not in html
+    assert "Setup &amp; initialization \u00d7 Memory &amp; context" in html and "<html" not in html
 
 
 def test_it_lists_the_episodes_of_a_cell(paper, client, alice):

@@ -32,6 +32,31 @@ def test_the_heatmaps_use_display_names_and_show_intervals_without_hover(paper, 
     assert "LLM / model behaviour" in distributions and " llm " not in distributions
 
 
+def test_the_contrast_and_the_cell_page_name_the_cell_by_display_names(paper, client, vera):
+    client.force_login(vera)
+    panel = client.get("/studies/alpha/analysis/?bootstrap=200&cell=setup:memory", HTTP_HX_REQUEST="true")
+    heading = re.search(r'<h2 id="sens-h">(.*?)</h2>', panel.content.decode()).group(1)
+    assert heading == "Contrast: Setup &amp; initialization \u00d7 Memory &amp; context"
+    assert re.search(r"most influential: [^(]+\((GitHub issue|Literature record), shift", panel.content.decode())
+    cell = client.get("/studies/alpha/analysis/cell/literature/planning/reasoning/").content.decode()
+    assert "<h1>Literature record: Planning &amp; decomposition \u00d7 Reasoning &amp; planning</h1>" in cell
+    assert "<title>Planning &amp; decomposition \u00d7 Reasoning &amp; planning" in cell
+
+
+def test_the_agreement_page_names_axes_and_values_without_raw_codes(paper, client, vera):
+    client.force_login(vera)
+    html = client.get("/studies/alpha/agreement/?bootstrap=200").content.decode()
+    rows = re.findall(r'<th scope="row"><a href="\?axis=\w+#pairs-h">([^<]+)</a></th>', html)
+    names = ["Failure type", "Category", "Responsibility source", "Workflow stage", "Agent capability", "Overall"]
+    assert rows == names
+    assert "<code>not_a_failure</code>" not in html
+    stage = client.get("/studies/alpha/agreement/?bootstrap=200&axis=stage").content.decode()
+    matrix = stage[stage.index('class="table confusion"') : stage.index("</table>", stage.index("confusion"))]
+    assert "Iterative execution" in matrix and "iterative_execution" not in matrix and "<abbr" not in matrix
+    drill = client.get("/studies/alpha/agreement/?bootstrap=200&axis=failure_type&category=TUS").content.decode()
+    assert re.search(r'<th scope="row"><code>TUS-\d+</code> ', drill), "types keep their code beside the name"
+
+
 def test_the_contrast_selector_offers_only_kinds_with_episodes(paper, client, vera):
     client.force_login(vera)
     html = client.get("/studies/alpha/analysis/?bootstrap=200").content.decode()

@@ -103,8 +103,17 @@ def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
         if k["n_episodes"] or k["kind"] in (c["a"], c["b"])
     ]
     diff = figures.difference_rows(doc, c["a"], c["b"], c["cell"]) if c["status"] == "ok" else None
-    labels = {"a_label": KIND_LABELS[c["a"]], "b_label": KIND_LABELS[c["b"]]}
+    labels = {"a_label": KIND_LABELS[c["a"]], "b_label": KIND_LABELS[c["b"]], **_cell_names(doc, c.get("cell"))}
     return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK, **labels}
+
+
+def _cell_names(doc: dict, cell: dict | None) -> dict:
+    """The contrast cell's stage and capability by the codebook's names ("Iterative execution"), never its codes."""
+    if not cell:
+        return {"cell_stage": "", "cell_capability": ""}
+    stages = {v["code"]: v["name"] for v in doc["axes"]["stages"]}
+    capabilities = {v["code"]: v["name"] for v in doc["axes"]["capabilities"]}
+    return {"cell_stage": stages.get(cell["stage"], ""), "cell_capability": capabilities.get(cell["capability"], "")}
 
 
 @require_GET

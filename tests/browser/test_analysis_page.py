@@ -5,6 +5,7 @@ from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 X = "\u00d7"  # the multiplication sign between stage and capability
+HOT = f"Iterative execution {X} Actuation (tool use & action)"  # the paper's headline cell, by display names
 
 
 @pytest.fixture
@@ -32,13 +33,28 @@ def test_the_analysis_pages_show_matrices_contrast_agreement_and_coverage(page, 
     # The paper's headline cell is the largest difference, and its interval excludes zero.
     selected = page.locator("table.diff td.selected")
     expect(selected).to_contain_text("◆")
-    expect(page.locator("#sensitivity h2")).to_contain_text(f"iterative execution {X} actuation")
+    expect(page.locator("#sensitivity h2")).to_contain_text(HOT)
     expect(page.locator("#sensitivity tbody tr")).to_have_count(4)
     shot("analysis-page")
 
+    # Intervals without a mouse: a cell reached with Tab shows its interval, and so does every cell on request.
+    first_zero = heatmaps.first.locator("span.zero").first
+    first_zero.focus()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")
+    expect(first_zero).to_be_focused()
+    expect(first_zero.locator(".iv")).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(heatmaps.first.locator("a:focus .iv, span.zero:focus .iv")).to_be_visible()
+    expect(heatmaps.first.locator("td a .iv").first).to_be_hidden()
+    page.get_by_label("Show each cell's 95% interval in the cell").check()
+    expect(heatmaps.first.locator("td a .iv").first).to_be_visible()
+    page.get_by_label("Show each cell's 95% interval in the cell").uncheck()
+
     # Clicking another cell swaps in its sensitivity panel (htmx), without a page load.
     page.locator("table.diff tbody tr").nth(5).locator("td").nth(5).locator("a").click()
-    expect(page.locator("#sensitivity h2")).to_contain_text(f"verification {X} self monitoring")
+    cold = f"Verification & termination {X} Self-monitoring & verification"
+    expect(page.locator("#sensitivity h2")).to_contain_text(cold)
     expect(page.locator("#sensitivity")).to_contain_text("includes 0")
     assert "cell=" not in page.url
     expect(page.locator("table.diff td.selected")).to_have_count(1)
@@ -47,7 +63,7 @@ def test_the_analysis_pages_show_matrices_contrast_agreement_and_coverage(page, 
 
     # A count opens the list of the cell's episodes.
     heatmaps.first.locator("tbody tr").nth(3).locator("td").nth(3).locator("a").click()
-    expect(page.get_by_role("heading", name=f"GitHub issue: iterative execution {X} actuation")).to_be_visible()
+    expect(page.get_by_role("heading", name=f"GitHub issue: {HOT}")).to_be_visible()
     expect(page.locator("table.table tbody tr")).not_to_have_count(0)
     shot("analysis-cell")
 
