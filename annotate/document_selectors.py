@@ -1,4 +1,10 @@
-"""Reads for the documents pages: a filtered, cursor-paginated list that stays fast at 100,000 rows."""
+"""Reads for the documents pages: a filtered, cursor-paginated list whose cost does not grow with the study.
+
+Pages are read by keyset, never OFFSET; the total is counted only up to COUNT_LIMIT
+(the page says "1,000+" beyond it), and a text search ranks a bounded set of
+candidates (annotate.search), so a page at 1,000,000 documents reads about what
+it reads at 10,000.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,12 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils.safestring import SafeString
 
+from . import search
 from .models import Document, DocumentKind, Episode, Split, Study
 from .search import document_search, search_after, search_cursor, search_snippets
 
 PAGE_SIZE = 50
+COUNT_LIMIT = 1000  # the list counts its matches up to here, and shows "1,000+" beyond
 LIST_FIELDS = ("id", "kind", "external_id", "url", "cluster", "title", "labels", "imported_at", "meta")
 
 
@@ -51,7 +59,10 @@ class DocumentFilters:
 @dataclass
 class DocumentPage:
     rows: list[Document]
-    total: int | None  # None for a text search: its pages are ranked, and counting would read every match
+    total: int | None  # up to COUNT_LIMIT; None for a text search (its pages are ranked, not counted)
+    total_capped: bool = False  # there are more than COUNT_LIMIT
+    candidates_cut: bool = False  # a search found more than `candidate_limit` matches: only the newest were ranked
+    candidate_limit: int = 0
     next_after: int | str | None = None  # an id, or "rank:id" for a search
     prev_before: int | None = None
     episodes: dict[int, dict] = field(default_factory=dict)
@@ -102,7 +113,9 @@ def documents_page(
         has_more_after = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
         has_more_before = after is not None
-    page = DocumentPage(rows=rows, total=documents_filtered(study, filters).count())
+    # A bounded count (COUNT(*) over a LIMIT subquery): exact for small results, "1,000+" for large ones.
+    total = documents_filtered(study, filters).order_by()[: COUNT_LIMIT + 1].count()
+    page = DocumentPage(rows=rows, total=min(total, COUNT_LIMIT), total_capped=total > COUNT_LIMIT)
     if rows:
         page.next_after = rows[-1].pk if has_more_after else None
         page.prev_before = rows[0].pk if has_more_before else None
@@ -115,7 +128,8 @@ def _search_page(study: Study, filters: DocumentFilters, *, after: str) -> Docum
     if after:
         qs = search_after(qs, after)
     rows = list(qs[: PAGE_SIZE + 1])
-    page = DocumentPage(rows=rows[:PAGE_SIZE], total=None)
+    page = DocumentPage(rows=rows[:PAGE_SIZE], total=None, candidate_limit=search.SEARCH_CANDIDATES)
+    page.candidates_cut = not after and bool(rows) and rows[0].search_pool > page.candidate_limit
     if len(rows) > PAGE_SIZE:
         page.next_after = search_cursor(page.rows[-1])
     page.snippets = search_snippets([d.pk for d in page.rows], filters.q)

@@ -17,7 +17,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split
-from annotate.search import document_search
+from annotate.search import document_matches
 from annotate.visibility import Visibility
 from taxonomy.models import Axis, AxisValue, FailureType
 
@@ -139,7 +139,7 @@ class EpisodeFilter(filters.FilterSet):
     def filter_q(self, queryset, name, value):
         study = _study(self.request)
         documents = Document.objects.filter(study=study) if study else Document.objects.none()
-        return queryset.filter(document_id__in=document_search(documents, value).order_by().values("pk"))
+        return queryset.filter(document_id__in=document_matches(documents, value).values("pk"))
 
     def filter_updated_since(self, queryset, name, value):
         changed = self._codings().filter(episode=OuterRef("pk"), updated_at__gte=value)

@@ -12,6 +12,12 @@ exclude. English stop words are dropped from the words, as PostgreSQL does, so a
 query means the same thing on both engines. Results are ranked (title matches
 first: `ts_rank` with weights on PostgreSQL, `bm25` with a heavier title on
 SQLite) and come with highlighted snippets whose markup is escaped here.
+
+Ranking reads every row it ranks, so it is bounded: the index finds the newest
+matches (highest id; the same set on both engines), SEARCH_CANDIDATES of them
+and one more that tells whether there were more, and only those are ranked. A
+word that half of a million documents contain then costs what a rare one does;
+the page says when the matches were cut.
 """
 
 from __future__ import annotations
@@ -20,14 +26,14 @@ import re
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import BooleanField, FloatField, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import BooleanField, Count, Expression, FloatField, QuerySet, Window
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from .models import Document
 
 SEARCH_BODY_CHARS = 100_000  # what is indexed of a body (the SQL below spells it out)
+SEARCH_CANDIDATES = 1000  # the newest matches that are ranked (see the module docstring)
 FTS_TABLE = "annotate_document_fts"
 MAX_TERMS = 12
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"  # the engine's match markers (made well-formed in _highlight)
@@ -125,36 +131,69 @@ def _fts_query(query: SearchQuery) -> str:
 # ---------------------------------------------------------------- the one function
 
 
-def document_search(documents: QuerySet[Document], text: str) -> QuerySet[Document]:
-    """`documents` (any filtered queryset) narrowed to those matching `text`, annotated with `search_rank`
-    (higher is better) and ordered by it, best first, then by id. An empty query matches nothing."""
+def document_matches(documents: QuerySet[Document], text: str) -> QuerySet[Document]:
+    """`documents` (any filtered queryset) narrowed to all those matching `text`, unranked and unordered.
+    An empty query matches nothing."""
     query = search_parse(text)
     if query.empty:
         return documents.none()
+    return documents.filter(_matches(query))
+
+
+class _DocumentSQL(Expression):
+    """SQL about the document row, written with {doc} for the document table as this query names it:
+    inside a subquery Django renames the table (U0), and a literal annotate_document would then
+    refer to the outer query's row instead."""
+
+    def __init__(self, template: str, params: list[str], output_field) -> None:
+        super().__init__(output_field=output_field)
+        self.template, self.params = template, params
+
+    def as_sql(self, compiler, connection):
+        doc = compiler.quote_name_unless_alias(compiler.query.base_table)
+        return self.template.format(doc=doc), list(self.params)
+
+
+def _matches(query: SearchQuery) -> Expression:
     if connection.vendor == "postgresql":
         tsquery, params = _pg_tsquery(query)
-        matches = RawSQL("annotate_document.search @@ " + tsquery, params, output_field=BooleanField())  # noqa: S611
-        rank = RawSQL(  # noqa: S611 - the SQL is ours; the user's words are bound parameters
-            # float8: a real sent as text would not round-trip exactly through the page cursor.
-            "ts_rank('{0.1, 0.2, 0.4, 1.0}', annotate_document.search, " + tsquery + ")::float8",
-            params,
-            output_field=FloatField(),
-        )
-    else:
-        fts = [_fts_query(query)]
-        matches = RawSQL(
-            "annotate_document.id IN (SELECT rowid FROM annotate_document_fts WHERE annotate_document_fts MATCH %s)",
-            fts,
-            output_field=BooleanField(),
-        )
-        # bm25 is lower for better matches; title hits count ten times body hits.
-        rank = RawSQL(
-            "(SELECT -bm25(annotate_document_fts, 10.0, 1.0) FROM annotate_document_fts "
-            "WHERE annotate_document_fts MATCH %s AND annotate_document_fts.rowid = annotate_document.id)",
-            fts,
-            output_field=FloatField(),
-        )
-    return documents.filter(matches).annotate(search_rank=rank).order_by("-search_rank", "pk")
+        return _DocumentSQL("{doc}.search @@ " + tsquery, params, BooleanField())
+    sql = "{doc}.id IN (SELECT rowid FROM annotate_document_fts WHERE annotate_document_fts MATCH %s)"
+    return _DocumentSQL(sql, [_fts_query(query)], BooleanField())
+
+
+def _rank(query: SearchQuery) -> Expression:
+    if connection.vendor == "postgresql":
+        tsquery, params = _pg_tsquery(query)
+        # float8: a real sent as text would not round-trip exactly through the page cursor.
+        sql = "ts_rank('{{0.1, 0.2, 0.4, 1.0}}', {doc}.search, " + tsquery + ")::float8"
+        return _DocumentSQL(sql, params, FloatField())
+    # bm25 is lower for better matches; title hits count ten times body hits.
+    sql = (
+        "(SELECT -bm25(annotate_document_fts, 10.0, 1.0) FROM annotate_document_fts "
+        "WHERE annotate_document_fts MATCH %s AND annotate_document_fts.rowid = {doc}.id)"
+    )
+    return _DocumentSQL(sql, [_fts_query(query)], FloatField())
+
+
+def document_search(documents: QuerySet[Document], text: str, *, candidates: int | None = None) -> QuerySet[Document]:
+    """`documents` (any filtered queryset) narrowed to those matching `text`, annotated with `search_rank`
+    (higher is better) and ordered by it, best first, then by id. An empty query matches nothing.
+
+    Only the newest `candidates` + 1 matches (default SEARCH_CANDIDATES) are ranked, all of them if
+    there are fewer; each row also carries `search_pool`, how many of those are left at or after this
+    page's cursor, so the first page can tell (`search_pool > candidates`) that the matches were cut.
+    """
+    query = search_parse(text)
+    if query.empty:
+        return documents.none()
+    candidates = candidates or SEARCH_CANDIDATES
+    pool = documents.filter(_matches(query)).order_by("-pk").values("pk")[: candidates + 1]
+    return (
+        documents.filter(pk__in=pool)
+        .annotate(search_rank=_rank(query), search_pool=Window(Count("pk")))
+        .order_by("-search_rank", "pk")
+    )
 
 
 def search_after(documents: QuerySet[Document], cursor: str) -> QuerySet[Document]:

@@ -70,6 +70,17 @@ def test_it_filters_by_kind_cluster_label_search_coding_and_split(client, import
     assert ids(listing(client, split="holdout")) == [holdout.pk]
 
 
+def test_the_count_stops_at_its_limit(client, imported, alice, monkeypatch):
+    from annotate import document_selectors
+
+    client.force_login(alice)
+    monkeypatch.setattr(document_selectors, "COUNT_LIMIT", 24)
+    assert "24 documents match" in listing(client, kind="literature")  # exactly at the limit: exact
+    assert "24+ documents match" in listing(client, kind="github_issue")
+    assert "24+ documents" in listing(client)
+    assert "15 documents match" in listing(client, cluster="acme-agents/taskpilot")
+
+
 def test_the_label_filter_matches_whole_labels(client, imported, alice):
     client.force_login(alice)
     expected = Document.objects.filter(study=imported, labels__contains=",auth,").count()

@@ -12,9 +12,17 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
+from annotate import search
 from annotate.document_selectors import PAGE_SIZE
-from annotate.models import Document
-from annotate.search import document_search, search_after, search_cursor, search_index_ensure, search_parse
+from annotate.models import Document, Episode
+from annotate.search import (
+    document_matches,
+    document_search,
+    search_after,
+    search_cursor,
+    search_index_ensure,
+    search_parse,
+)
 from annotate.search import search_snippets as snippets
 
 CORPUS = {
@@ -125,6 +133,38 @@ def test_the_documents_page_shows_ranked_highlighted_matches(client, corpus, ali
     assert order[0] == str(docs["t1"].pk) and len(order) == 3
     assert "<mark>" in html and "best match first" in html
     assert "<script>alert(1)</script>" not in html
+
+
+def test_it_ranks_only_the_newest_candidates_and_the_page_says_so(client, corpus, alice, monkeypatch):
+    study, docs = corpus
+    # "rate limit" matches t3 and t4; "timeout" matches t1, t2 and t6. With one candidate (and the one
+    # more that tells there were more), only the two newest matches are ranked: t1, the best match by
+    # its title, is left out, the same set on every engine.
+    assert set(found(study, "timeout")) == {"t1", "t2", "t6"}
+    ranked = document_search(Document.objects.filter(study=study), "timeout", candidates=1)
+    assert {d.external_id for d in ranked} == {"t2", "t6"}
+    assert [d.search_pool for d in ranked] == [2, 2]
+    client.force_login(alice)
+    url = reverse("document_list", args=[study.slug])
+    assert "only the newest" not in client.get(url, {"q": "timeout"}).content.decode()
+    monkeypatch.setattr(search, "SEARCH_CANDIDATES", 2)
+    html = client.get(url, {"q": "timeout"}).content.decode()
+    assert "More than 2 documents match, and only the newest of them are ranked" in html
+    assert len(re.findall(r'href="/studies/alpha/documents/(\d+)/"', html)) == 3
+    assert "only the newest" not in client.get(url, {"q": "rate limit"}).content.decode()  # exactly 2: not cut
+    monkeypatch.setattr(search, "SEARCH_CANDIDATES", 1)
+    html = client.get(url, {"q": "timeout"}).content.decode()
+    assert str(docs["t1"].pk) not in re.findall(r'href="/studies/alpha/documents/(\d+)/"', html)
+
+
+def test_matches_work_as_a_subquery_of_another_table(corpus):
+    """The engine's SQL names the document table as the subquery does (U0), not as the outer query would."""
+    study, docs = corpus
+    for doc in docs.values():
+        Episode.objects.create(document=doc, study=study)
+    matches = document_matches(Document.objects.filter(study=study), "timeout -browser")
+    episodes = Episode.objects.filter(document_id__in=matches.values("pk"))
+    assert {e.document.external_id for e in episodes} == {"t1", "t6"}
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite keeps its search index with triggers")
