@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import closing
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -197,21 +198,27 @@ class _RawWriter:
         Returns their new primary keys (in no particular order), or None when the caller must
         look them up (PostgreSQL's COPY returns none)."""
         make = (lambda values: values) if prepared else self.row
+        connection.ensure_connection()
         if connection.vendor == "postgresql":
             # COPY is about twice as fast as multi-row INSERTs, on the server and in this process.
-            connection.ensure_connection()
             sql = f"COPY {self.table} ({self.columns}) FROM STDIN"
-            with connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
+            # Driver errors (a unique key another import took) as Django's, which callers catch.
+            with connection.wrap_database_errors, connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
                 for values in rows:
                     copy.write_row(make(values))
             return None
         per_statement = max(1, min(1000, _max_params() // len(self.fields)))
         returning = connection.features.can_return_rows_from_bulk_insert
         ids: list[int] = []
-        with connection.cursor() as cursor:
+        sqlite = connection.vendor == "sqlite"
+        # SQLite's own cursor, with its own placeholders: Django's rewrites every %s of a statement
+        # of thousands of them with a regex.
+        marks_one = "(" + ", ".join(["?"] * len(self.fields)) + ")" if sqlite else self.marks
+        raw = connection.connection if sqlite else connection
+        with connection.wrap_database_errors, closing(raw.cursor()) as cursor:
             for i in range(0, len(rows), per_statement):
                 chunk = rows[i : i + per_statement]
-                marks = ", ".join([self.marks] * len(chunk))
+                marks = ", ".join([marks_one] * len(chunk))
                 sql = f"INSERT INTO {self.table} ({self.columns}) VALUES {marks}"  # noqa: S608 - names from the model
                 params = [value for values in chunk for value in make(values)]
                 if returning:
@@ -255,11 +262,17 @@ def _queue_keys_set(study: Study, episode_ids: list[int]) -> None:
 
 
 def _write_batch(
-    *, study: Study, batch: list[Record], result: ImportResult, written: set[tuple[str, str]] | None = None
+    *,
+    study: Study,
+    batch: list[Record],
+    result: ImportResult,
+    written: set[tuple[str, str]] | None = None,
+    digests: dict[tuple[str, str], str] | None = None,
 ) -> None:
     """Upsert one batch: one SELECT, then multi-row INSERT/UPDATE only for what changed.
 
-    `written`, if given, receives the (kind, external_id) of every record inserted or updated."""
+    `written`, if given, receives the (kind, external_id) of every record inserted or updated;
+    `digests` may hold record_hash of records, already computed (by a parser thread)."""
     kinds = {r.kind for r in batch}
     existing: dict[tuple[str, str], tuple[int, str]] = {}
     for kind in kinds:
@@ -271,7 +284,7 @@ def _write_batch(
     new: list[dict[str, Any]] = []
     changed: list[tuple[int, dict[str, Any]]] = []
     for record in batch:
-        digest = record_hash(record)
+        digest = (digests or {}).get((record.kind, record.external_id)) or record_hash(record)
         found = existing.get((record.kind, record.external_id))
         if found is None:
             new.append(_document_values(record, digest))
@@ -319,12 +332,14 @@ def import_records(
     seen: set[tuple[str, str]] | None = None,
     batch_size: int = BATCH_SIZE,
     written: set[tuple[str, str]] | None = None,
+    digests: dict[tuple[str, str], str] | None = None,
 ) -> ImportResult:
     """Upsert records in batches (the caller owns the transaction).
 
     A record whose (kind, external_id) already appeared in this import is skipped
     as a duplicate, so a file that repeats an issue cannot flip it back and forth.
-    `written`, if given, receives the (kind, external_id) of each record inserted or updated.
+    `written`, if given, receives the (kind, external_id) of each record inserted or updated;
+    `digests` may give record_hash(record) by (kind, external_id) where the caller has it already.
     """
     result = result if result is not None else ImportResult()
     seen = seen if seen is not None else set()
@@ -345,7 +360,7 @@ def import_records(
             seen.add(key)
             batch.append(item)
         if batch:
-            _write_batch(study=study, batch=batch, result=result, written=written)
+            _write_batch(study=study, batch=batch, result=result, written=written, digests=digests)
         if progress is not None:
             progress(result)
     return result

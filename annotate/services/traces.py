@@ -21,7 +21,7 @@ from django.db.models import Max, Q
 from ..importers import ImportFileError
 from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
 from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
-from .imports import ImportResult, _RawWriter, import_records, upload_store
+from .imports import ImportResult, _RawWriter, import_records, record_hash, upload_store
 
 ProgressFn = Callable[[int, int], None]
 BATCH = 200
@@ -96,7 +96,7 @@ def artifacts_link(*, document: Document, artifacts: Iterable[TraceArtifact]) ->
 
 
 def _references_write(study: Study, refs: dict[str, dict]) -> None:
-    """Store each trace's published attribution on its first episode (changed ones only, one statement)."""
+    """Store each trace's published attribution on its first episode (changed ones only)."""
     if not refs:
         return
     rows = Episode.objects.filter(
@@ -104,17 +104,30 @@ def _references_write(study: Study, refs: dict[str, dict]) -> None:
     ).values_list("pk", "reference", "document__external_id")
     field = Episode._meta.get_field("reference")
     stale = [(field.get_db_prep_save(refs[ext], connection), pk) for pk, current, ext in rows if current != refs[ext]]
-    if stale:
-        table = connection.ops.quote_name(Episode._meta.db_table)
-        with connection.cursor() as cursor:
+    if not stale:
+        return
+    table = connection.ops.quote_name(Episode._meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # One statement: executemany would still be one UPDATE per episode on the server.
+            values = ", ".join(["(%s::jsonb, %s::bigint)"] * len(stale))
+            cursor.execute(
+                f"UPDATE {table} AS e SET reference = v.r FROM (VALUES {values}) AS v(r, id) WHERE e.id = v.id",  # noqa: S608
+                [x for pair in stale for x in pair],
+            )
+        else:
+            # SQLite runs executemany in-process on one prepared statement.
             cursor.executemany(f"UPDATE {table} SET reference = %s WHERE id = %s", stale)  # noqa: S608 - model name
 
 
-def _write(study: Study, batch: list[TraceRecord], result: ImportResult, seen: set) -> list[Document]:
+def _write(
+    study: Study, batch: list[TraceRecord], result: ImportResult, seen: set, digests: dict | None = None
+) -> list[Document]:
     """Upsert one batch of traces: documents through the shared importer, then the steps of every
     trace it inserted or updated (one multi-row insert for the whole batch), then references."""
     written: set[tuple[str, str]] = set()
-    import_records(study=study, records=[tr.record for tr in batch], result=result, seen=seen, written=written)
+    records = [tr.record for tr in batch]
+    import_records(study=study, records=records, result=result, seen=seen, written=written, digests=digests)
     unique: dict[str, TraceRecord] = {}
     for tr in batch:
         unique.setdefault(tr.record.external_id, tr)
@@ -139,11 +152,11 @@ def _write(study: Study, batch: list[TraceRecord], result: ImportResult, seen: s
 PREFETCH = 2 * BATCH  # records parsed ahead of the writer
 
 
-def _parsed(files: list[Path], fmt: str) -> Iterator[tuple[int, TraceRecord | None]]:
-    """The files' trace records in order, as (file number, record), and (file number, None) after
-    each file's last, parsed in a second thread while this one writes.
+def _parsed(files: list[Path], fmt: str) -> Iterator[tuple[int, TraceRecord | None, str]]:
+    """The files' trace records in order, as (file number, record, its record_hash), and
+    (file number, None, "") after each file's last, parsed in a second thread while this one writes.
 
-    Parsing is pure Python and never touches the database; writing spends much of its time in
+    Parsing and hashing are pure and never touch the database; writing spends most of its time in
     the database driver (SQLite's engine, PostgreSQL's round trips), which lets other threads
     run meanwhile. So on two cores the parse of the next records overlaps the write of the last.
     A parse error is raised here, in file order, exactly as reading in this thread would raise it;
@@ -166,9 +179,9 @@ def _parsed(files: list[Path], fmt: str) -> Iterator[tuple[int, TraceRecord | No
         try:
             for n, path in enumerate(files, 1):
                 for tr in iter_trace_records(path, fmt):
-                    if not put((n, tr)):
+                    if not put((n, tr, record_hash(tr.record))):
                         return
-                if not put((n, None)):
+                if not put((n, None, "")):
                     return
         except BaseException as exc:  # handed to the writer's thread, which raises it
             put(exc)
@@ -205,17 +218,19 @@ def import_traces(
     try:
         with transaction.atomic(), closing(_parsed(files, fmt)) as records:
             batch: list[TraceRecord] = []
-            for n, tr in records:
+            digests: dict[tuple[str, str], str] = {}
+            for n, tr, digest in records:
                 if tr is None:
                     if progress is not None:
                         progress(n, len(files))
                     continue
                 batch.append(tr)
+                digests.setdefault((tr.record.kind, tr.record.external_id), digest)
                 if len(batch) >= BATCH:
-                    _write(study, batch, result, seen)
-                    batch = []
+                    _write(study, batch, result, seen, digests)
+                    batch, digests = [], {}
             if batch:
-                _write(study, batch, result, seen)
+                _write(study, batch, result, seen, digests)
     except IntegrityError as exc:
         raise ImportFileError(
             "another import wrote some of these traces at the same time; run this one again "

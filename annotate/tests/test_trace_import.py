@@ -200,3 +200,31 @@ def test_a_bad_record_after_many_good_ones_is_named_and_nothing_is_kept(study, t
     with pytest.raises(ImportFileError, match=r"0300\.json: history\[0\] has no content"):
         import_traces(study=study, paths=[logs], fmt="whowhen")
     assert not Document.objects.filter(study=study).exists()
+
+
+def test_a_corrected_reference_is_stored_on_reimport_though_the_log_is_unchanged(study, tmp_path):
+    data = json.loads((WHO / "Algorithm-Generated" / "1.json").read_text())
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(data))
+    import_traces(study=study, paths=[path], fmt="whowhen")
+    path.write_text(json.dumps({**data, "mistake_step": "3", "mistake_reason": "corrected"}))
+    again = import_traces(study=study, paths=[path], fmt="whowhen")
+    assert (again.created, again.updated, again.unchanged) == (0, 0, 1)
+    reference = Episode.objects.get(study=study).reference
+    assert (reference["step"], reference["reason"], reference["agent"]) == (3, "corrected", data["mistake_agent"])
+
+
+def test_a_trace_another_import_wrote_meanwhile_gives_a_clear_error_and_writes_nothing(study, monkeypatch):
+    from annotate.services import imports
+
+    insert = imports._RawWriter.insert
+
+    def racing(self, rows, **kwargs):
+        if self.model is Document:  # another import commits the same trace between our SELECT and INSERT
+            Document.objects.create(study=study, kind="trace", external_id=rows[0]["external_id"], cluster="x")
+        return insert(self, rows, **kwargs)
+
+    monkeypatch.setattr(imports._RawWriter, "insert", racing)
+    with pytest.raises(ImportFileError, match="another import wrote some of these traces at the same time"):
+        import_traces(study=study, paths=[WHO / "Algorithm-Generated"], fmt="whowhen")
+    assert not Document.objects.filter(study=study).exists()
