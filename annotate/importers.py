@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from .models import DocumentKind
 from .render import safe_link
 
@@ -83,12 +85,24 @@ def clean_text(text: str) -> str:
 
 def clean_json(value: Any) -> Any:
     """A JSON value with every string in it, keys included, made storable; newlines are kept as given."""
+    if isinstance(value, (dict, list)):
+        # Nearly always nothing to clean, which one encoding tells far faster than a walk: orjson
+        # refuses a lone surrogate and writes NUL as \u0000 (a literal backslash-u0000 only costs the walk).
+        try:
+            if b"\\u0000" not in orjson.dumps(value):
+                return value
+        except TypeError:
+            pass
+    return _clean_json(value)
+
+
+def _clean_json(value: Any) -> Any:
     if isinstance(value, str):
         return _storable(value)
     if isinstance(value, dict):
-        return {_storable(k) if isinstance(k, str) else k: clean_json(v) for k, v in value.items()}
+        return {_storable(k) if isinstance(k, str) else k: _clean_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [clean_json(v) for v in value]
+        return [_clean_json(v) for v in value]
     return value
 
 

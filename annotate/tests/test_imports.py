@@ -277,3 +277,50 @@ def test_orjson_writes_a_string_as_json_dumps_does_for_every_code_point():
 
     text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
     assert orjson.dumps(text) == json.dumps(text, ensure_ascii=False).encode("utf-8")
+
+
+def test_every_character_a_field_can_hold_is_stored_as_given(study, tmp_path):
+    # PostgreSQL takes new documents by COPY in its text format, which we write ourselves: backslashes,
+    # tabs, newlines and \N must arrive as text, not as escapes or NULL.
+    tricky = 'back\\slash \\N tab\there new\nline quote" nul-as-text \\u0000 café 😀 \u2028 end\\'
+    item = {"number": 1, "title": tricky, "body": tricky, "repository_url": "https://api.github.com/repos/a/b",
+            "labels": [{"name": "a\\b\tc"}], "extra": {"k\\t": [tricky, None, 1.5, True]}}  # fmt: skip
+    (tmp_path / "tricky.json").write_text(json.dumps([item]))
+    assert import_file(study=study, path=tmp_path / "tricky.json").created == 1
+    doc = Document.objects.get(study=study)
+    assert doc.title == tricky and doc.body == tricky
+    assert doc.raw["extra"] == {"k\\t": [tricky, None, 1.5, True]} and doc.labels == ",a\\b\tc,"
+    assert import_file(study=study, path=tmp_path / "tricky.json").unchanged == 1
+
+
+def test_new_episodes_have_their_place_in_the_random_order(study):
+    from annotate.services.studies import queue_key_for
+
+    import_file(study=study, path=SAMPLES / "github_issues.json")
+    episodes = list(Episode.objects.filter(study=study).select_related("document"))
+    assert len(episodes) == 58 and all(e.document.study_id == study.pk for e in episodes)
+    assert all(e.queue_key == queue_key_for(study, e.pk) for e in episodes)
+    assert len({e.document_id for e in episodes}) == 58
+
+
+def test_prefetched_yields_every_item_then_the_producers_error_and_stops_early():
+    import threading
+
+    from annotate.services.imports import prefetched
+
+    assert list(prefetched(iter(range(1234)), chunk=100)) == list(range(1234))
+
+    def failing():
+        yield from range(250)
+        raise ImportFileError("record 251: bad")
+
+    got = []
+    with pytest.raises(ImportFileError, match="record 251"):
+        for item in prefetched(failing(), chunk=100):
+            got.append(item)
+    assert got == list(range(250))
+    before = threading.active_count()
+    stream = prefetched(iter(range(10**9)), chunk=10, ahead=2)
+    assert next(stream) == 0
+    stream.close()  # the writer failed: the producer must stop, not parse the rest
+    assert threading.active_count() == before
