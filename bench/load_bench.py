@@ -256,19 +256,27 @@ def login(browser: Browser, username: str) -> None:
         raise RuntimeError(f"login of {username} failed with {status}")
 
 
-def coder_loop(base: str, username: str, deadline: float, max_loops: int, rec: Recorder, codes: dict) -> None:
+def coder_session(base: str, username: str, rec: Recorder) -> tuple[Browser, str] | None:
+    """Log in and read the study page's CSRF token: done before the timed window opens, so a slow log-in
+    (password hashing on a busy machine) never eats the run."""
     browser = Browser(base)
     try:
         login(browser, username)
     except Exception as exc:
         rec.error(f"login {username}: {exc}")
-        return
+        return None
     try:
         _, _, page = browser.request("GET", f"/studies/{SLUG}/")
-        csrf = CSRF_RE.search(page).group(1)
+        return browser, CSRF_RE.search(page).group(1)
     except Exception as exc:
         rec.error(f"study page {username}: {exc}")
-        return
+        return None
+
+
+def coder_loop(
+    session: tuple[Browser, str], username: str, deadline: float, max_loops: int, rec: Recorder, codes: dict
+) -> None:
+    browser, csrf = session
     for i in range(max_loops):
         if time.monotonic() > deadline:
             return
@@ -432,10 +440,21 @@ def main() -> None:
              "capability": "actuation"}  # fmt: skip
     rec = Recorder()
     try:
+        sessions: dict[str, tuple[Browser, str] | None] = {}
+        logins = [
+            threading.Thread(target=lambda u=u: sessions.__setitem__(u, coder_session(base, u, rec)))
+            for u in creds["coders"]
+        ]
+        for t in logins:
+            t.start()
+        for t in logins:
+            t.join(timeout=120)
         started = time.monotonic()
         deadline = started + seconds
         threads = [
-            threading.Thread(target=coder_loop, args=(base, u, deadline, 10_000, rec, codes)) for u in creds["coders"]
+            threading.Thread(target=coder_loop, args=(sessions[u], u, deadline, 10_000, rec, codes))
+            for u in creds["coders"]
+            if sessions.get(u)
         ]
         threads += [threading.Thread(target=export_loop, args=(base, creds["token"], deadline, 1000, rec))
                     for _ in range(2)]  # fmt: skip
