@@ -7,6 +7,7 @@ after a clone: SQLite, eager Celery, and the local suggester.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -125,6 +126,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Tests get a file too, not Django's shared-cache in-memory database: there, two threads writing at once
+    # (the live server's request threads in browser tests) fail at once with "database table is locked"
+    # instead of waiting out the busy timeout. In the temporary directory, named by process (TMPDIR moves it).
+    _test_db = Path(tempfile.gettempdir()) / f"faultline-test-{os.getpid()}.sqlite3"
+    DATABASES["default"]["TEST"] = {"NAME": str(_test_db)}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # PostgreSQL with a health check that skips connections which answered in the last second.
     DATABASES["default"]["ENGINE"] = "config.pgbackend"
