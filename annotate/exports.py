@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import orjson
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet, TextField
+from django.db.models import Func, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -99,15 +99,31 @@ def _ts(value: Any) -> str | None:
     return _iso(value)
 
 
-def _timestamps_as_text(qs: QuerySet, fields: tuple[str, ...], times: tuple[str, ...]) -> QuerySet:
-    """values_list of `fields`; on SQLite the `times` come back as their stored text, not parsed.
+class _UtcText(Func):
+    """PostgreSQL: a timestamptz as the text SQLite stores, "YYYY-MM-DD HH:MM:SS[.ffffff]" in UTC
+    (the fraction only when there is one, as Python's isoformat writes it)."""
 
-    Selecting CAST(column AS text) drops the column's declared type, so sqlite3
-    does not run Django's Python datetime converter on every value.
+    template = (
+        "(to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || CASE WHEN "
+        "date_trunc('second', %(expressions)s) = %(expressions)s THEN '' "
+        "ELSE to_char(%(expressions)s AT TIME ZONE 'UTC', '.US') END)"
+    )
+    output_field = TextField()
+
+
+def _timestamps_as_text(qs: QuerySet, fields: tuple[str, ...], times: tuple[str, ...]) -> QuerySet:
+    """values_list of `fields`, with the `times` as text in UTC that _ts turns into ISO 8601 without parsing.
+
+    On SQLite, CAST(column AS text) is the stored text, and it drops the column's declared type,
+    so sqlite3 does not run Django's Python datetime converter on every value. On PostgreSQL the
+    server writes the same text (_UtcText): loading a timestamptz into a datetime and formatting it
+    again cost more than the rest of a row.
     """
-    if qs.db and _vendor(qs.db) != "sqlite":
+    vendor = _vendor(qs.db or "default")
+    text = Cast if vendor == "sqlite" else _UtcText if vendor == "postgresql" else None
+    if text is None:
         return qs.values_list(*fields)
-    casts = {f"_t_{name}": Cast(name, TextField()) for name in times}
+    casts = {f"_t_{name}": text(name, output_field=TextField()) for name in times}
     return qs.annotate(**casts).values_list(*[f"_t_{f}" if f in times else f for f in fields])
 
 

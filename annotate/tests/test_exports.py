@@ -165,3 +165,29 @@ def test_only_owners_export_usernames(demo, client):
     client.force_login(User.objects.get(username="demo-owner"))
     body = b"".join(client.get("/api/v1/studies/demo/export/?coders=usernames").streaming_content)
     assert b'"coder":"demo-coder1"' in body
+
+
+def test_timestamps_are_written_as_isoformat_writes_them_on_every_engine(demo):
+    """The database writes the timestamps' text (no datetime is built per value): it must be the
+    bytes Python's isoformat gives, with or without a fraction, trailing zeros and all."""
+    from datetime import UTC, datetime
+
+    from annotate.exports import export_rows
+    from annotate.models import Episode
+
+    coding = Coding.objects.filter(episode__study=demo).order_by("pk").first()
+    plain = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
+    Coding.objects.filter(pk=coding.pk).update(created_at=plain, updated_at=plain.replace(microsecond=120000))
+    Episode.objects.filter(pk=coding.episode_id).update(created_at=plain.replace(microsecond=5))
+    Document.objects.filter(pk=coding.episode.document_id).update(imported_at=plain.replace(year=2024))
+    rows = {r["external_id"]: r for r in export_rows(demo)}
+    row = rows[coding.episode.document.external_id]
+    assert row["episode_created_at"] == "2025-03-04T05:06:07.000005Z"
+    assert row["imported_at"] == "2024-03-04T05:06:07Z"
+    mine = [c for c in row["codings"] if c["created_at"] == "2025-03-04T05:06:07Z"]
+    assert len(mine) == 1 and mine[0]["updated_at"] == "2025-03-04T05:06:07.120000Z"
+    assert row["first_coded_at"] <= "2025-03-04T05:06:07Z"
+    for episode in Episode.objects.filter(study=demo).select_related("document")[:20]:
+        got = rows[episode.document.external_id]
+        assert got["episode_created_at"] == episode.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        assert got["imported_at"] == episode.document.imported_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
