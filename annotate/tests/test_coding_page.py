@@ -277,17 +277,18 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
     with django_assert_num_queries(11 + heads):
         response = client.post("/studies/alpha/next/")
     ep = Episode.objects.get(pk=int(response.url.split("/")[-3]))
-    # session, user, membership, the episode with whether bob holds a live lease on it (the one "next"
-    # gave), own coding; a GET claims nothing, and alice's coding stays hidden, so no query for it
-    with django_assert_num_queries(5):
+    # session, user, membership, and the episode with whether bob coded it (no) and holds a live lease
+    # on it (the one "next" gave); a GET claims nothing, and alice's coding stays hidden, so no query for it
+    with django_assert_num_queries(4):
         assert client.get(url(ep)).status_code == 200
-    # session, user, membership, episode, own coding; savepoint, lock the episode, end the coder's
-    # lease, the coding (for its version), insert coding + history, count and update the episode
+    # session, user, membership, the episode (no coding of bob's); savepoint, lock the episode, end the
+    # coder's lease, the coding (for its version), insert coding + history, count and update the episode
     # (one compiled UPDATE), release; then the claim of the next episode in the same request: the
     # queue's queries less session, user, membership and the resume check (the save ended bob's lease)
-    with django_assert_num_queries(13 + 7 + heads):
+    with django_assert_num_queries(12 + 7 + heads):
         assert client.post(url(ep), post_data(action="next")).status_code == 302
-    # session, user, membership, episode, own coding, all codings (visible now; no lease needed to edit)
+    # session, user, membership, the episode (with the id of bob's coding), his coding, all codings
+    # (visible now; no lease needed to edit)
     with django_assert_num_queries(6):
         assert "alice" in client.get(url(ep)).content.decode()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -38,12 +39,16 @@ def episode_text(episode: Episode) -> str:
     return episode.excerpt or episode.document.body
 
 
-def study_episode(study: Study, pk: int, *, lease_of=None) -> Episode:
-    """The study's episode `pk` with its document; with `lease_of`, also whether that coder holds a
-    live lease on it (`leased`), read in the same query."""
+def study_episode(study: Study, pk: int, *, coder=None, lease: bool = False) -> Episode:
+    """The study's episode `pk` with its document. With `coder`, the same query also reads the id of
+    their coding (`my_coding`, None if they have none) and, with `lease`, whether they hold a live
+    lease on it (`leased`)."""
     episodes = Episode.objects.select_related("document")
-    if lease_of is not None:
-        episodes = episodes.annotate(leased=live_lease_of(lease_of))
+    if coder is not None:
+        own = Coding.objects.filter(episode=OuterRef("pk"), coder=coder).values("pk")[:1]
+        episodes = episodes.annotate(my_coding=Subquery(own))
+        if lease:
+            episodes = episodes.annotate(leased=live_lease_of(coder))
     episode = get_object_or_404(episodes, pk=pk, study=study)
     episode.study = study
     return episode
@@ -129,9 +134,10 @@ def _trace_context(request, episode: Episode, visible: bool) -> dict:
 @study_view("write")
 def coding_page(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     get = request.method == "GET"
-    episode = study_episode(study, pk, lease_of=request.user if get else None)
+    episode = study_episode(study, pk, coder=request.user, lease=get)
     picker = codebook_picker(study.codebook)
-    mine = Coding.objects.filter(episode=episode, coder=request.user).first()
+    # Fetched only when the episode's read found one: a first coding costs no query for it.
+    mine = Coding.objects.filter(pk=episode.my_coding).first() if episode.my_coding else None
     if not get:
         return _coding_post(request, study, episode, picker, mine)
     # A GET changes nothing: the place is claimed by "next", by the form's first interaction
