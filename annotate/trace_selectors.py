@@ -128,15 +128,20 @@ def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDO
             | Q(output__icontains=query)
             | Q(error__icontains=query)
         )
+    # The window's rows are chosen first, by index alone, and only they are measured and cut: without
+    # fresh statistics PostgreSQL sorts all of a trace's steps after computing the annotations of each,
+    # reading every step's whole text (250 ms for 5,000 steps).
+    window = qs.order_by("index").values("pk")[: limit + 1]
     steps = list(
-        qs.order_by("index")
+        TraceStep.objects.filter(pk__in=window)
+        .order_by("index")
         .defer("input", "output")
         .annotate(
             input_head=Substr("input", 1, PREVIEW),
             output_head=Substr("output", 1, PREVIEW),
             input_len=Length("input"),
             output_len=Length("output"),
-        )[: limit + 1]
+        )
     )
     more = len(steps) > limit
     steps = steps[:limit]
