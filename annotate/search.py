@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import BooleanField, Count, Expression, FloatField, QuerySet, Window
+from django.db.models import BooleanField, Count, Expression, FloatField, Func, QuerySet, Subquery, Value, Window
+from django.db.models.expressions import RawSQL
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -163,17 +164,11 @@ def _matches(query: SearchQuery) -> Expression:
 
 
 def _rank(query: SearchQuery) -> Expression:
-    if connection.vendor == "postgresql":
-        tsquery, params = _pg_tsquery(query)
-        # float8: a real sent as text would not round-trip exactly through the page cursor.
-        sql = "ts_rank('{{0.1, 0.2, 0.4, 1.0}}', {doc}.search, " + tsquery + ")::float8"
-        return _DocumentSQL(sql, params, FloatField())
-    # bm25 is lower for better matches; title hits count ten times body hits.
-    sql = (
-        "(SELECT -bm25(annotate_document_fts, 10.0, 1.0) FROM annotate_document_fts "
-        "WHERE annotate_document_fts MATCH %s AND annotate_document_fts.rowid = {doc}.id)"
-    )
-    return _DocumentSQL(sql, [_fts_query(query)], FloatField())
+    """PostgreSQL's rank (SQLite's is bm25 over a join, in document_search)."""
+    tsquery, params = _pg_tsquery(query)
+    # float8: a real sent as text would not round-trip exactly through the page cursor.
+    sql = "ts_rank('{{0.1, 0.2, 0.4, 1.0}}', {doc}.search, " + tsquery + ")::float8"
+    return _DocumentSQL(sql, params, FloatField())
 
 
 def document_search(documents: QuerySet[Document], text: str, *, candidates: int | None = None) -> QuerySet[Document]:
@@ -189,11 +184,23 @@ def document_search(documents: QuerySet[Document], text: str, *, candidates: int
         return documents.none()
     candidates = candidates or SEARCH_CANDIDATES
     pool = documents.filter(_matches(query)).order_by("-pk").values("pk")[: candidates + 1]
-    return (
-        documents.filter(pk__in=pool)
-        .annotate(search_rank=_rank(query), search_pool=Window(Count("pk")))
-        .order_by("-search_rank", "pk")
+    ranked = documents.filter(pk__in=pool)
+    if connection.vendor == "postgresql":
+        return ranked.annotate(search_rank=_rank(query), search_pool=Window(Count("pk"))).order_by("-search_rank", "pk")
+    # SQLite: bm25 in a subquery per row would re-read each word's whole doclist for every row (seconds
+    # for a common word at 100,000 documents), so the FTS table is joined once; Django has no join to a
+    # table without a model, hence extra() (the ranked query is never a subquery). bm25 may not run
+    # beside a window function, so the pool is counted by a subquery that SQLite evaluates once.
+    fts = _fts_query(query)
+    ranked = ranked.extra(  # noqa: S610 - our SQL; the user's words are a bound parameter
+        tables=[FTS_TABLE],
+        where=[f"{FTS_TABLE}.rowid = annotate_document.id", f"{FTS_TABLE} MATCH %s"],
+        params=[fts],
     )
+    counted = Subquery(Document.objects.filter(pk__in=pool).values(n=Func(Value(1), function="COUNT"))[:1])
+    # bm25 is lower for better matches; title hits count ten times body hits.
+    rank = RawSQL(f"-bm25({FTS_TABLE}, 10.0, 1.0)", [], output_field=FloatField())  # noqa: S611
+    return ranked.annotate(search_rank=rank, search_pool=counted).order_by("-search_rank", "pk")
 
 
 def search_after(documents: QuerySet[Document], cursor: str) -> QuerySet[Document]:
