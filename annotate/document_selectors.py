@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from . import search
 from .models import Document, DocumentKind, Episode, Split, Study
-from .search import document_search, search_after, search_cursor, search_snippets
+from .search import document_search, search_after, search_cursor, search_snippets, search_study
 
 PAGE_SIZE = 50
 COUNT_LIMIT = 1000  # the list counts its matches up to here, and shows "1,000+" beyond
@@ -69,9 +69,12 @@ class DocumentPage:
     snippets: dict[int, SafeString] = field(default_factory=dict)
 
 
-def documents_filtered(study: Study, filters: DocumentFilters) -> QuerySet[Document]:
-    """The study's documents matching the filters; no body or raw is loaded."""
-    qs = Document.objects.filter(study=study)
+def documents_filtered(study: Study, filters: DocumentFilters, *, for_search: bool = False) -> QuerySet[Document]:
+    """The study's documents matching the filters; no body or raw is loaded.
+
+    `for_search`: the study is named as search_study() does, so that the search's newest matches
+    are read from the (study, id) index on PostgreSQL."""
+    qs = Document.objects.filter(search_study(study.pk) if for_search else Q(study=study))
     if filters.kind:
         qs = qs.filter(kind=filters.kind)
     if filters.cluster:
@@ -124,7 +127,7 @@ def documents_page(
 
 
 def _search_page(study: Study, filters: DocumentFilters, *, after: str) -> DocumentPage:
-    qs = document_search(documents_filtered(study, filters), filters.q)
+    qs = document_search(documents_filtered(study, filters, for_search=True), filters.q)
     if after:
         qs = search_after(qs, after)
     rows = list(qs[: PAGE_SIZE + 1])

@@ -178,6 +178,8 @@ class Document(models.Model):
             models.Index(fields=["study", "kind", "cluster"]),
             models.Index(fields=["study", "cluster"]),
             models.Index(fields=["study", "triage_status"]),
+            # Keyset pages of a study's documents, and a search's newest matches, without walking other studies.
+            models.Index(fields=["study", "id"], name="document_study_id_idx"),
         ]
         ordering = ["id"]
 
