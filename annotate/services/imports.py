@@ -367,12 +367,13 @@ def _write_batch(
     result: ImportResult,
     written: set[tuple[str, str]] | None = None,
     digests: dict[tuple[str, str], str] | None = None,
+    fresh: bool = False,
 ) -> None:
-    """Upsert one batch: one SELECT, then multi-row INSERT/UPDATE only for what changed.
+    """Upsert one batch: one SELECT (none into a `fresh` study), then multi-row INSERT/UPDATE only for what changed.
 
     `written`, if given, receives the (kind, external_id) of every record inserted or updated;
     `digests` may hold record_hash of records, already computed (by a parser thread)."""
-    existing = _existing(study, batch)
+    existing = {} if fresh else _existing(study, batch)
     new: list[dict[str, Any]] = []
     changed: list[tuple[int, dict[str, Any]]] = []
     for record in batch:
@@ -434,6 +435,7 @@ def import_records(
     batch_size: int = BATCH_SIZE,
     written: set[tuple[str, str]] | None = None,
     digests: dict[tuple[str, str], str] | None = None,
+    fresh: bool | None = None,
 ) -> ImportResult:
     """Upsert records in batches (the caller owns the transaction).
 
@@ -441,9 +443,17 @@ def import_records(
     as a duplicate, so a file that repeats an issue cannot flip it back and forth.
     `written`, if given, receives the (kind, external_id) of each record inserted or updated;
     `digests` may give record_hash(record) by (kind, external_id) where the caller has it already.
+
+    `fresh`: the study had no documents when this import began (found out here when None). Then
+    no batch looks for existing documents: the only ones are this import's, which `seen` skips
+    (a concurrent import of the same documents fails on the unique key). Besides saving a query,
+    it avoids a plan that grows with the import: PostgreSQL's statistics still say the new study
+    is empty, so it finds the batch's ids by scanning every document written so far.
     """
     result = result if result is not None else ImportResult()
     seen = seen if seen is not None else set()
+    if fresh is None:
+        fresh = not Document.objects.filter(study=study).exists()
     iterator = iter(records)
     while True:
         chunk = list(islice(iterator, batch_size))
@@ -461,7 +471,7 @@ def import_records(
             seen.add(key)
             batch.append(item)
         if batch:
-            _write_batch(study=study, batch=batch, result=result, written=written, digests=digests)
+            _write_batch(study=study, batch=batch, result=result, written=written, digests=digests, fresh=fresh)
         if progress is not None:
             progress(result)
     return result
@@ -586,6 +596,7 @@ def import_file_resumable(
     if progress is not None:
         progress(done, total)
     seen: set[tuple[str, str]] = set()
+    fresh = not Document.objects.filter(study=study).exists()
     with closing(prefetched(iter_file(path, include_prs=include_prs))) as records:
         for item in islice(records, done):
             if isinstance(item, Record):
@@ -593,7 +604,7 @@ def import_file_resumable(
         while chunk := list(islice(records, BATCH_SIZE)):
             try:
                 with transaction.atomic():
-                    import_records(study=study, records=chunk, result=result, seen=seen)
+                    import_records(study=study, records=chunk, result=result, seen=seen, fresh=fresh)
                     done += len(chunk)
                     if on_batch is not None:
                         on_batch({"records": done, "total": total, "result": result.as_dict()})

@@ -199,7 +199,7 @@ def test_it_writes_in_batches_not_row_by_row(study, tmp_path, django_assert_max_
     # at 999 parameters, so Django splits them further there): far from one query per row.
     with django_assert_max_num_queries(100):
         assert import_file(study=study, path=tmp_path / "many.json").created == 2000
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(5):  # whether the study has documents, then a SELECT per batch
         assert import_file(study=study, path=tmp_path / "many.json").unchanged == 2000
 
 
@@ -324,3 +324,19 @@ def test_prefetched_yields_every_item_then_the_producers_error_and_stops_early()
     assert next(stream) == 0
     stream.close()  # the writer failed: the producer must stop, not parse the rest
     assert threading.active_count() == before
+
+
+def test_an_import_into_an_empty_study_never_looks_for_existing_documents(study, tmp_path, monkeypatch):
+    from annotate.services import imports
+
+    lookups = []
+    real = imports._existing
+    monkeypatch.setattr(imports, "_existing", lambda *a, **k: lookups.append(1) or real(*a, **k))
+    items = [{"number": n, "title": f"t{n}", "repository_url": "https://api.github.com/repos/a/b"} for n in range(2500)]
+    items.append(dict(items[3], title="repeated"))  # a duplicate in the file is still skipped
+    (tmp_path / "many.json").write_text(json.dumps(items))
+    result = import_file(study=study, path=tmp_path / "many.json")
+    assert (result.created, result.skipped, lookups) == (2500, 1, [])
+    assert Document.objects.get(study=study, external_id="a/b#3").title == "t3"
+    result = import_file(study=study, path=tmp_path / "many.json")  # now it has documents: look them up
+    assert (result.created, result.unchanged, len(lookups)) == (0, 2500, 3)
