@@ -245,3 +245,12 @@ def test_the_overview_links_documents_and_shows_the_upload_to_owners(client, stu
     client.force_login(bob)
     html = client.get(reverse("study_overview", args=["alpha"])).content.decode()
     assert reverse("document_list", args=["alpha"]) in html and 'id="import-panel"' not in html
+
+
+def test_a_search_combines_with_the_other_filters(client, imported, alice):
+    client.force_login(alice)
+    found = set(ids(listing(client, q="agent")))
+    literature = set(Document.objects.filter(study=imported, kind="literature").values_list("pk", flat=True))
+    assert found & literature and found - literature
+    assert set(ids(listing(client, q="agent", kind="literature"))) == found & literature
+    assert set(ids(listing(client, q="agent", coded="uncoded", split="primary"))) == found
