@@ -25,6 +25,10 @@ Handlers that do a lot of work record how far they got with
 `job_checkpoint_save` inside the transaction of each piece of work. That write
 is fenced by the lease: a worker that lost its lease cannot commit, and the
 worker that took over resumes from the last committed checkpoint.
+
+`job_started` is sent each time a job's work starts, so whatever watches the
+workers (metrics, the fault tests' run counter) counts runs without reading
+the Job row. The app itself connects no receiver to it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections, transaction
 from django.db.models import F, Q
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -69,6 +74,12 @@ HANDLERS: dict[str, str] = {
 }
 
 WORKER_LOST = "worker lost"
+
+# Sent by `job_run` in the worker once a delivery has claimed a job, just before its handler runs: once per run
+# of the job's work (a job retried after its worker died sends it again; a delivery that finds the job claimed
+# or finished sends nothing). Keyword argument: `job`, the claimed Job (sender: the Job class). A receiver that
+# raises is logged and never stops the job.
+job_started = Signal()
 WITNESS_PREFIX = "faultline:job-message:"
 
 
@@ -427,6 +438,9 @@ def job_run(*, job_id: int) -> Job | None:
         return Job.objects.filter(pk=job_id).first()
     handler = import_string(HANDLERS[job.kind])
     with Lease(job) as lease:
+        for receiver, response in job_started.send_robust(sender=Job, job=job):
+            if isinstance(response, Exception):
+                log.warning("job %s: job_started receiver %r failed", job.pk, receiver, exc_info=response)
         try:
             result = handler(job=job, progress=job_progress_writer(job, lease=lease))
         except LeaseLost:

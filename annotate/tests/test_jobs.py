@@ -126,6 +126,35 @@ def test_a_job_whose_worker_was_lost_is_queued_again_and_its_page_says_so(client
     assert (job.status, job.attempts, job.retry_reason) == (JobStatus.SUCCESS, 2, "")
 
 
+def test_job_started_is_sent_once_per_run_of_the_work_and_again_for_a_retry(study, sent):
+    started: list[tuple[int, int]] = []
+
+    def receiver(sender, *, job, **kwargs):
+        started.append((job.pk, job.attempts))
+
+    def broken(sender, **kwargs):
+        raise RuntimeError("a watcher's bug")
+
+    jobs.job_started.connect(receiver)
+    jobs.job_started.connect(broken)
+    try:
+        job = Job.objects.create(kind="recount", study=study)
+        job_run(job_id=job.pk)
+        job_run(job_id=job.pk)  # a second delivery of a finished job runs nothing, so sends nothing
+        assert started == [(job.pk, 1)]
+
+        lost = Job.objects.create(kind="recount", study=study)
+        job_claim(job_id=lost.pk)  # its worker dies before the handler starts its work
+        expire_lease(lost)
+        jobs_tend()
+        lost = job_run(job_id=lost.pk)
+    finally:
+        jobs.job_started.disconnect(receiver)
+        jobs.job_started.disconnect(broken)
+    assert started == [(job.pk, 1), (lost.pk, 2)]
+    assert lost.status == JobStatus.SUCCESS  # a receiver that raises does not stop the job
+
+
 def test_a_job_lost_too_often_fails_with_a_reason_instead_of_looping(study, sent):
     job = Job.objects.create(kind="recount", study=study)
     job_claim(job_id=job.pk)
