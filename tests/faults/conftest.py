@@ -24,6 +24,8 @@ from django.db import connection
 
 from conftest import PASSWORD, need
 
+from . import run_counter
+
 ROOT = Path(settings.BASE_DIR)
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
@@ -107,6 +109,22 @@ class PrivateRedis:
             return False
 
 
+class RunCounter:
+    """How many times each job's work ran, as the workers count it in a database of the private Redis
+    (run_counter.py): the tests' own count, apart from the Job rows."""
+
+    def __init__(self, redis: PrivateRedis) -> None:
+        self.url = f"redis://127.0.0.1:{redis.port}/3"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a worker's environment needs for it to count."""
+        return {run_counter.ENV: self.url}
+
+    def runs(self) -> dict[int, int]:
+        return run_counter.runs(self.url)
+
+
 @pytest.fixture
 def fast_password_hashing():
     """Keep the real password hashers: gunicorn, in another process, checks these passwords."""
@@ -120,6 +138,11 @@ def private_redis():
     yield redis
     redis.stop()
     shutil.rmtree(redis.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def runs_counted(private_redis) -> RunCounter:
+    return RunCounter(private_redis)
 
 
 def app_env(**extra: str) -> dict[str, str]:
@@ -168,10 +191,12 @@ class Processes:
         return base
 
     def worker(self, env: dict, queue: str, name: str = "worker", concurrency: int = 1) -> subprocess.Popen:
+        # Every worker loads the run counter; it counts when the environment names its Redis (RunCounter.env).
         return self._spawn(
             name,
             [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--concurrency", str(concurrency),
-             "-n", f"{name}-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
+             "-n", f"{name}-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "INFO",
+             "--include", run_counter.__name__],
             env,
         )  # fmt: skip
 

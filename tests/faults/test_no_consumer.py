@@ -1,5 +1,6 @@
 """No worker consumes the queue for 3 minutes while beat runs: the queue keeps exactly one message per job, and
-when a worker starts, each job runs exactly once and ends with the right status."""
+when a worker starts, each job runs exactly once and ends with the right status. The runs are counted by the
+worker itself (run_counter.py, on the job_started signal), apart from the Job rows and the worker's log."""
 
 import json
 import re
@@ -44,7 +45,7 @@ def queued_job_messages(client: redis.Redis) -> list[int]:
 
 
 def test_jobs_queued_while_no_worker_runs_each_run_exactly_once(
-    require_postgres, private_redis, processes, study, alice, make_episode
+    require_postgres, private_redis, runs_counted, processes, study, alice, make_episode
 ):
     episodes = [make_episode(study, body=f"Episode {i}: the planner never stopped.") for i in range(20)]
     # Imports here must not start suggestion batches of their own: the test counts the model's requests.
@@ -55,6 +56,7 @@ def test_jobs_queued_while_no_worker_runs_each_run_exactly_once(
         env = app_env(
             CELERY_BROKER_URL=private_redis.url, FAULTLINE_CELERY_QUEUE=QUEUE, OPENAI_API_KEY="test-key",
             OPENAI_BASE_URL=llm.base_url, FAULTLINE_REQUEUE_EVERY_S="2", FAULTLINE_REQUEUE_AFTER_S="1",
+            **runs_counted.env,
         )  # fmt: skip
         base = processes.web(env)
         processes.beat(env)
@@ -89,10 +91,13 @@ def test_jobs_queued_while_no_worker_runs_each_run_exactly_once(
 
         processes.worker(env, QUEUE)
         wait_for(lambda: all(j.finished for j in Job.objects.all()), 180, "every job to finish", interval=0.5)
-        time.sleep(5)  # a duplicate delivery, were there one, would arrive now
+        # No copy is left to run later: none waits in the queue, none is held unacknowledged by the worker.
+        wait_for(lambda: not broker.llen(QUEUE) and not broker.hlen("unacked"), 30, "the queue to drain")
     finally:
         llm.stop()
 
+    # The test's own counter: each job's work started exactly once.
+    assert runs_counted.runs() == {job.pk: 1 for job in jobs}
     statuses = {job.pk: (job.status, job.attempts) for job in Job.objects.all()}
     expected = {job.pk: (JobStatus.SUCCESS, 1) for job in jobs}
     expected[bad.pk] = (JobStatus.FAILED, 1)

@@ -58,7 +58,7 @@ def reload(job: Job) -> Job:
 
 
 def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whole(
-    require_postgres, private_redis, processes, study, alice, make_episode
+    require_postgres, private_redis, runs_counted, processes, study, alice, make_episode
 ):
     for i in range(60):
         make_episode(study, body=f"Episode {i}: the provider answered 429 too many requests.")
@@ -72,7 +72,7 @@ def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whol
     # Two chunks are answered and committed; the third chunk's first request hangs until the worker is killed.
     llm.script, llm.default, llm.hang_s = ["valid"] * (2 * CHUNK["openai"]), "hang", 120
     env = job_env(private_redis, "kill", OPENAI_API_KEY="test-key", OPENAI_BASE_URL=llm.base_url,
-                  FAULTLINE_LLM_CONCURRENCY="1")  # fmt: skip
+                  FAULTLINE_LLM_CONCURRENCY="1", **runs_counted.env)  # fmt: skip
     # Stored pending, as requests during a broker outage leave them: beat hands them to the worker.
     batch = Job.objects.create(
         kind="suggest", study=study, created_by=alice, params={"backend": "openai", "limit": limit}
@@ -94,6 +94,7 @@ def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whol
         killed_at = time.monotonic()
         llm.default = "valid"
         stopped_at = reload(imp).checkpoint["import"]["records"]
+        assert runs_counted.runs() == {imp.pk: 1, batch.pk: 1}
         assert stopped_at < N and Document.objects.filter(study=study).count() >= 60 + stopped_at
         assert reload(batch).status == JobStatus.RUNNING and Suggestion.objects.count() < limit
         assert path.exists()  # kept for the retry
@@ -108,6 +109,8 @@ def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whol
 
     assert imp.status == JobStatus.SUCCESS, imp.error
     assert imp.attempts == 2  # the killed worker's claim, then the new worker's
+    # The test's own counter: each job's work started twice, on the killed worker and on the new one, never more.
+    assert runs_counted.runs() == {imp.pk: 2, batch.pk: 2}
     assert (imp.result["created"], imp.result["updated"], imp.done, imp.total) == (N, 0, N, N)
     imported = Document.objects.filter(study=study, kind="github_issue").exclude(external_id__startswith="acme/")
     assert imported.count() == N
