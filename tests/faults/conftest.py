@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
 from conftest import PASSWORD, need
 
@@ -143,6 +143,90 @@ def private_redis():
 @pytest.fixture
 def runs_counted(private_redis) -> RunCounter:
     return RunCounter(private_redis)
+
+
+def postgres_bin() -> Path | None:
+    """The directory of the newest installed PostgreSQL server binaries (initdb, pg_ctl), if any."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3].split(".")[0]))
+    if found:
+        return found[-1].parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of our own, in a temporary directory on a free port, which a test may restart
+    without touching the machine's cluster or anyone else's database. As root it runs as `postgres`
+    (the server refuses to run as root)."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin = bin_dir
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="faultline-pg-"))
+        self.data = self.dir / "data"
+        self.as_owner: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+            self.as_owner = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, *argv: str) -> None:
+        # Output to a file, not a pipe: a server that pg_ctl starts keeps its descriptors open.
+        with open(self.dir / "pg_ctl.log", "a") as log:
+            done = subprocess.run([*self.as_owner, *argv], stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
+                                  timeout=120)  # fmt: skip
+        if done.returncode:
+            output = (self.dir / "pg_ctl.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{' '.join(argv)} exited with {done.returncode}:\n{output}")
+
+    def _pg_ctl(self, *argv: str) -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "server.log"), "-w", *argv)
+
+    def start(self) -> None:
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                  "--locale=C.UTF-8", "--no-sync")  # fmt: skip
+        self._pg_ctl("-o", f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir}", "-t", "60", "start")
+
+    def restart(self) -> None:
+        """A fast restart, as an operator's `pg_ctl restart` or a package upgrade does: every session is cut."""
+        self._pg_ctl("-m", "fast", "-t", "60", "restart")
+
+    def stop(self) -> None:
+        with contextlib.suppress(RuntimeError, subprocess.SubprocessError):  # already stopped, or never started
+            self._pg_ctl("-m", "immediate", "stop")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def create_database(self, name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
+                             autocommit=True) as conn:  # fmt: skip
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+@pytest.fixture
+def private_postgres(require_postgres):
+    """A private PostgreSQL server holding a migrated database, which this test's own connections and every
+    process started with app_env() use until the test ends. Request it before any fixture that writes rows."""
+    bin_dir = postgres_bin()
+    need(bin_dir is not None and (bin_dir / "pg_ctl").exists(), "needs PostgreSQL's initdb and pg_ctl "
+         "(/usr/lib/postgresql/*/bin or on PATH) to run a private server")  # fmt: skip
+    if os.geteuid() == 0:
+        need(shutil.which("runuser") is not None, "needs runuser to run PostgreSQL as the postgres user")
+    server = PrivatePostgres(bin_dir)
+    db = connection.settings_dict
+    saved = {key: db[key] for key in ("NAME", "HOST", "PORT", "USER", "PASSWORD")}
+    try:
+        server.start()
+        server.create_database("faultline")
+        connections.close_all()
+        db.update(NAME="faultline", HOST="127.0.0.1", PORT=str(server.port), USER="postgres", PASSWORD="")
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=app_env(),
+                       check=True)  # fmt: skip
+        yield server
+    finally:
+        connections.close_all()
+        db.update(saved)
+        server.stop()
 
 
 def app_env(**extra: str) -> dict[str, str]:
