@@ -5,6 +5,7 @@ else on the machine."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import secrets
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -243,6 +245,22 @@ def app_env(**extra: str) -> dict[str, str]:
     return env
 
 
+_static_collected = False
+
+
+def collect_static(env: dict) -> None:
+    """Collect the static files gunicorn serves, once per test session: they do not change within one.
+    A lock keeps parallel sessions (pytest-xdist) from writing the manifest at the same time."""
+    global _static_collected
+    if _static_collected:
+        return
+    with open(Path(tempfile.gettempdir()) / "faultline-collectstatic.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
+                       check=True)  # fmt: skip
+    _static_collected = True
+
+
 class Processes:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -256,8 +274,7 @@ class Processes:
 
     def web(self, env: dict, workers: int = 2) -> str:
         port = free_port()
-        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
-                       check=True)  # fmt: skip
+        collect_static(env)
         self._spawn(
             "web",
             [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"],
@@ -296,14 +313,17 @@ class Processes:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
     def stop_all(self) -> None:
+        """Ask every process to stop, then kill what is still there a few seconds later, with its children:
+        the test is over, and an idle Celery worker's warm shutdown alone takes 5 s or more."""
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 3
         for proc in self.procs:
             try:
-                proc.wait(timeout=15)
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                kill_whole(proc)
 
 
 @pytest.fixture
@@ -311,6 +331,25 @@ def processes(tmp_path):
     procs = Processes(tmp_path)
     yield procs
     procs.stop_all()
+
+
+def many_episodes(study, bodies: list[str]) -> list:
+    """One GitHub-issue document and episode per body, as the make_episode fixture makes them, in four queries
+    instead of three per episode: tests that need hundreds of episodes start sooner."""
+    from annotate.models import Document, Episode
+    from annotate.services import queue_key_for
+
+    batch = uuid.uuid4().hex[:8]
+    docs = Document.objects.bulk_create(
+        Document(study=study, kind="github_issue", external_id=f"bulk-{batch}/agent#{i}", cluster=f"bulk-{batch}/agent",
+                 url=f"https://github.com/bulk-{batch}/agent/issues/{i}", title=f"Issue {i}", body=body)
+        for i, body in enumerate(bodies)
+    )  # fmt: skip
+    episodes = Episode.objects.bulk_create(Episode(document=doc, study=study, split="primary") for doc in docs)
+    for ep in episodes:
+        ep.queue_key = queue_key_for(study, ep.pk)
+    Episode.objects.bulk_update(episodes, ["queue_key"], batch_size=1000)
+    return episodes
 
 
 def logged_in(base: str, username: str) -> httpx.Client:

@@ -23,7 +23,8 @@ def save(barrier, results, path, name, client, token, memo):
 def test_concurrent_saves_of_one_coding_give_one_winner_and_one_409(
     require_postgres, private_redis, processes, study, bob, make_episode, codes
 ):
-    base = processes.web(app_env(CELERY_BROKER_URL=private_redis.url), workers=4)
+    # Two sync workers: each of the two racing saves has one to itself (more only slow the start).
+    base = processes.web(app_env(CELERY_BROKER_URL=private_redis.url), workers=2)
     first, second = logged_in(base, "bob"), logged_in(base, "bob")  # two tabs, two sessions
     for round_ in range(6):
         ep = make_episode(study)

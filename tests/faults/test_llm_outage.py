@@ -28,8 +28,8 @@ def test_a_broken_llm_fails_suggestions_cleanly_and_never_blocks_coding(
             OPENAI_BASE_URL=llm.base_url, FAULTLINE_LLM_TIMEOUT="1", FAULTLINE_LLM_MAX_RETRIES="1",
             FAULTLINE_LLM_CONCURRENCY="2",
         )  # fmt: skip
+        processes.worker(env, "llm")  # started first: it boots while gunicorn does
         base = processes.web(env)
-        processes.worker(env, "llm")
         owner = logged_in(base, "alice")
         token = csrf_of(owner, "/studies/alpha/suggestions/")
         owner.post("/studies/alpha/suggestions/run/", data={"csrfmiddlewaretoken": token, "backend": "openai"})

@@ -58,8 +58,8 @@ def test_jobs_queued_while_no_worker_runs_each_run_exactly_once(
             OPENAI_BASE_URL=llm.base_url, FAULTLINE_REQUEUE_EVERY_S="2", FAULTLINE_REQUEUE_AFTER_S="1",
             **runs_counted.env,
         )  # fmt: skip
+        processes.beat(env)  # started first: it boots while gunicorn does
         base = processes.web(env)
-        processes.beat(env)
         owner = logged_in(base, "alice")
         # Jobs whose message the web request sent at once: a suggestion batch and an incident's suggestion.
         token = csrf_of(owner, "/studies/alpha/suggestions/")

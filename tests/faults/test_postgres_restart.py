@@ -9,7 +9,7 @@ from django.db.models import Count
 
 from annotate.models import Coding, Episode
 
-from .conftest import app_env, csrf_of, logged_in, wait_for
+from .conftest import app_env, csrf_of, logged_in, many_episodes, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -20,12 +20,10 @@ def server_started_at():
         return cursor.fetchone()[0]
 
 
-def test_a_postgres_restart_mid_run_fails_cleanly_and_recovers(
-    private_postgres, private_redis, processes, study, bob, make_episode
-):
+def test_a_postgres_restart_mid_run_fails_cleanly_and_recovers(private_postgres, private_redis, processes, study, bob):
     # Everything below, gunicorn included, uses a PostgreSQL server of the test's own: restarting it
     # disturbs nobody else on the machine, and tests may run in parallel.
-    episodes = [make_episode(study) for _ in range(400)]
+    episodes = many_episodes(study, ["The agent failed."] * 400)
     base = processes.web(app_env(CELERY_BROKER_URL=private_redis.url), workers=2)
     client = logged_in(base, "bob")
     seen_ok: list[int] = []

@@ -12,7 +12,7 @@ from django.db import connections
 from annotate.models import Coding, Job, JobStatus, Membership, Role
 from annotate.services.tokens import token_create
 
-from .conftest import CSRF_RE, app_env, logged_in, wait_for
+from .conftest import CSRF_RE, app_env, logged_in, many_episodes, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -54,7 +54,7 @@ def token_client(base: str, user) -> httpx.Client:
 
 
 def test_a_30_second_redis_outage_fails_no_request_and_loses_no_job(
-    require_postgres, private_redis, processes, study, alice, bob, make_episode, django_user_model
+    require_postgres, private_redis, processes, study, alice, bob, django_user_model
 ):
     from conftest import PASSWORD
 
@@ -62,13 +62,13 @@ def test_a_30_second_redis_outage_fails_no_request_and_loses_no_job(
     dave = django_user_model.objects.create_user("dave", password=PASSWORD)
     for user in (carol, dave):
         Membership.objects.create(study=study, user=user, role=Role.CODER)
-    episodes = [make_episode(study, body=f"Episode {i}: the search tool timed out.") for i in range(900)]
+    episodes = many_episodes(study, [f"Episode {i}: the search tool timed out." for i in range(900)])
     cache_url = private_redis.url.rsplit("/", 1)[0] + "/1"
     env = app_env(CELERY_BROKER_URL=private_redis.url, REDIS_CACHE_URL=cache_url, FAULTLINE_CELERY_QUEUE="blip",
                   FAULTLINE_REQUEUE_EVERY_S="2", FAULTLINE_REQUEUE_AFTER_S="2", FAULTLINE_JOB_LEASE_S="20")  # fmt: skip
-    base = processes.web(env, workers=2)
-    worker = processes.worker(env, "blip")
+    worker = processes.worker(env, "blip")  # worker and beat boot while gunicorn does
     processes.beat(env)
+    base = processes.web(env, workers=2)
 
     api_bob, api_carol, incidents_api = token_client(base, bob), token_client(base, carol), token_client(base, alice)
     pages_dave = logged_in(base, "dave")
@@ -137,7 +137,7 @@ def test_a_30_second_redis_outage_fails_no_request_and_loses_no_job(
     # Once Redis is back, every job finishes, run by the worker that was there all along.
     jobs = Job.objects.filter(kind="suggest")
     assert jobs.count() == len(posted)
-    wait_for(lambda: not jobs.exclude(status=JobStatus.SUCCESS).exists(), 180, "every suggestion job to finish", 1)
+    wait_for(lambda: not jobs.exclude(status=JobStatus.SUCCESS).exists(), 180, "every suggestion job to finish", 0.25)
     assert worker.poll() is None, processes.log("worker")[-3000:]
     assert "Unrecoverable error" not in processes.log("worker")
     assert not jobs.filter(attempts__gt=1).exists()

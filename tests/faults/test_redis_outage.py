@@ -27,9 +27,9 @@ def test_a_redis_outage_loses_no_job_and_duplicates_no_suggestion(
             OPENAI_API_KEY="test-key", OPENAI_BASE_URL=llm.base_url, FAULTLINE_LLM_CONCURRENCY="1",
             FAULTLINE_REQUEUE_EVERY_S="1", FAULTLINE_REQUEUE_AFTER_S="1",
         )  # fmt: skip
-        base = processes.web(env)
-        processes.worker(env, "outage")
+        processes.worker(env, "outage")  # worker and beat boot while gunicorn does
         processes.beat(env)
+        base = processes.web(env)
         client = logged_in(base, "alice")
 
         token = csrf_of(client, "/studies/alpha/suggestions/")

@@ -89,12 +89,14 @@ def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whol
             imported = reload(imp).checkpoint.get("import", {}).get("records", 0)
             return imported >= 3000 and Suggestion.objects.count() == 2 * CHUNK["openai"] and llm.inflight
 
-        wait_for(both_under_way, 300, "the import and the batch to commit some of their work", interval=0.05)
+        # The third chunk's request hangs for 120 s and the import takes longer than a minute: polling four
+        # times a second catches both mid-way without taking the database from them.
+        wait_for(both_under_way, 300, "the import and the batch to commit some of their work", interval=0.25)
         kill_whole(worker)
         killed_at = time.monotonic()
+        assert runs_counted.runs() == {imp.pk: 1, batch.pk: 1}
         llm.default = "valid"
         stopped_at = reload(imp).checkpoint["import"]["records"]
-        assert runs_counted.runs() == {imp.pk: 1, batch.pk: 1}
         assert stopped_at < N and Document.objects.filter(study=study).count() >= 60 + stopped_at
         assert reload(batch).status == JobStatus.RUNNING and Suggestion.objects.count() < limit
         assert path.exists()  # kept for the retry
@@ -107,10 +109,10 @@ def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whol
         llm.stop()
         path.unlink(missing_ok=True)
 
-    assert imp.status == JobStatus.SUCCESS, imp.error
-    assert imp.attempts == 2  # the killed worker's claim, then the new worker's
     # The test's own counter: each job's work started twice, on the killed worker and on the new one, never more.
     assert runs_counted.runs() == {imp.pk: 2, batch.pk: 2}
+    assert imp.status == JobStatus.SUCCESS, imp.error
+    assert imp.attempts == 2  # the killed worker's claim, then the new worker's
     assert (imp.result["created"], imp.result["updated"], imp.done, imp.total) == (N, 0, N, N)
     imported = Document.objects.filter(study=study, kind="github_issue").exclude(external_id__startswith="acme/")
     assert imported.count() == N
