@@ -46,9 +46,17 @@ from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import normalize
 
 from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, reading, text_hash
-from .suggest_text import claim_spans, clean_report, code_lines, gloss, language_covered
+from .suggest_text import (
+    claim_spans,
+    clean_report,
+    code_lines,
+    english_rendering,
+    gloss,
+    language_covered,
+    reads_as_english,
+)
 
-LOCAL_VERSION = "local-4"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
+LOCAL_VERSION = "local-5"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
 NAF = "__not_a_failure__"
 DECLINED_LANGUAGE = "the text is in a language the local model does not read"
@@ -96,6 +104,7 @@ class CodebookIndex:
     indicator_tokens: tuple[tuple[tuple[str, frozenset[str]], ...], ...]
     types_dense: np.ndarray  # the type vectors as a dense array, for per-term rationale lookups
     axis_priors: dict[str, np.ndarray]  # axis -> n_types x n_values prior (see _axis_prior)
+    words: frozenset[str]  # the single words of the word space (kept when rendering other languages in English)
 
 
 _INDEXES: dict[str, CodebookIndex] = {}
@@ -112,7 +121,13 @@ def _index_for(spec: CodebookSpec) -> CodebookIndex:
     axis_docs = {a: [f"{v.name} {v.definition}" for v in spec.axes[a]] for a in AXES}
     vectorizer.fit(docs + [d for a in AXES for d in axis_docs[a]])
     char_vectorizer = TfidfVectorizer(
-        lowercase=True, analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=1, dtype=np.float64
+        lowercase=True,
+        analyzer="char_wb",
+        strip_accents="unicode",
+        ngram_range=(3, 5),
+        sublinear_tf=True,
+        min_df=1,
+        dtype=np.float64,
     ).fit(docs)
     stop = frozenset(vectorizer.get_stop_words() or ())
     indicator_tokens = tuple(
@@ -135,6 +150,7 @@ def _index_for(spec: CodebookSpec) -> CodebookIndex:
         indicator_tokens=indicator_tokens,
         types_dense=types.toarray(),
         axis_priors={a: np.vstack([_axis_prior(spec, t.code, a) for t in spec.types]) for a in AXES},
+        words=frozenset(str(t) for t in vectorizer.get_feature_names_out() if " " not in t),
     )
     if len(_INDEXES) > 16:
         _INDEXES.clear()
@@ -178,16 +194,25 @@ class Readings:
 
 
 def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readings:
-    bodies = [gloss(clean_report(t[:MAX_TEXT_CHARS])) for t in texts]
-    titles = [gloss(t) for t in titles]
-    combined = [reading(ti, b) for ti, b in zip(titles, bodies, strict=True)]
+    # Other languages get the glossary's English readings beside their words (what the character
+    # n-grams and a trained model read), and the codebook's word space reads their English rendering
+    # alone, so that English phrases form. English is read as written.
+    english = [reads_as_english(f"{ti}\n{t[:MAX_TEXT_CHARS]}") for ti, t in zip(titles, texts, strict=True)]
+    cleaned = [clean_report(t[:MAX_TEXT_CHARS]) for t in texts]
+    bodies = [b if en else gloss(b) for b, en in zip(cleaned, english, strict=True)]
+    glossed_titles = [ti if en else gloss(ti) for ti, en in zip(titles, english, strict=True)]
+    combined = [reading(ti, b) for ti, b in zip(glossed_titles, bodies, strict=True)]
+    known = index.words
+    word_bodies = [b if en else english_rendering(b, known) for b, en in zip(cleaned, english, strict=True)]
+    word_titles = [ti if en else english_rendering(ti, known) for ti, en in zip(titles, english, strict=True)]
+    word_combined = [reading(ti, b) for ti, b in zip(word_titles, word_bodies, strict=True)]
     return Readings(
         combined=combined,
-        titles=titles,
+        titles=glossed_titles,
         bodies=bodies,
-        X=normalize(index.vectorizer.transform(combined)).tocsr(),
-        X_title=normalize(index.vectorizer.transform(titles)).tocsr(),
-        X_body=normalize(index.vectorizer.transform(bodies)).tocsr(),
+        X=normalize(index.vectorizer.transform(word_combined)).tocsr(),
+        X_title=normalize(index.vectorizer.transform(word_titles)).tocsr(),
+        X_body=normalize(index.vectorizer.transform(word_bodies)).tocsr(),
         X_code=normalize(index.vectorizer.transform([code_lines(t[:MAX_TEXT_CHARS]) for t in texts])).tocsr(),
         C=normalize(index.char_vectorizer.transform(combined)).tocsr(),
         covered=np.array(
@@ -417,8 +442,8 @@ def model_train(spec: CodebookSpec, examples: list[TrainingExample]) -> TrainedM
             max_features=10_000, dtype=np.float32,
         ).fit(r.combined),
         TfidfVectorizer(
-            lowercase=True, analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=min_df,
-            max_features=20_000, dtype=np.float32,
+            lowercase=True, analyzer="char_wb", strip_accents="unicode", ngram_range=(3, 5), sublinear_tf=True,
+            min_df=min_df, max_features=20_000, dtype=np.float32,
         ).fit(r.combined),
         TfidfVectorizer(lowercase=True, stop_words="english", sublinear_tf=True, dtype=np.float32).fit(
             [t or "untitled" for t in r.titles]

@@ -18,6 +18,7 @@ languages (Spanish, French, German...), not to Chinese, Japanese, Cyrillic...
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"^(```|~~~)")
@@ -243,81 +244,198 @@ def template_wrap(title: str, text: str) -> str:
 TEMPLATE_ONLY = template_wrap("", "_No response_")
 
 
-# Words of agent-failure reports in Spanish, Portuguese and French, mapped to the English the
-# codebook is written in. Character n-grams catch cognates ("iteraciones", "timeout"); these
-# catch the everyday words that are not cognates ("herramienta" = tool, "bucle" = loop).
+# Words of agent-failure reports in Spanish, French, German and Portuguese, mapped to the English
+# the codebook is written in. Character n-grams catch cognates ("iteraciones", "timeout"); these
+# catch the everyday words that are not cognates ("herramienta" = tool, "bucle" = loop). Keys are
+# compared without accents and in lower case; a key ending in "*" is a stem and matches every word
+# that starts with it (conjugations and plurals), a key without one the whole word only. The
+# English readings are added next to the words, never instead of them, and only to text that is
+# not English (see `reads_as_english`), so an English report reads exactly as it is written.
 _GLOSSARY_ROWS = """
-tool: herramienta herramientas ferramenta ferramentas outil outils
-tools: herramientas ferramentas outils
-call: llamada llamadas chamada chamadas appel appels llama llamar chamar appelle appeler
-calls: llamadas chamadas appels llama
-same: misma mismo mismas mismos mesma mesmo même mêmes
-again: novamente
-loop: bucle bucles ciclo laço boucle
-repeats: repite repiten repete repetem répète répètent
-repeated: repetida repetido repetidas repetidos répété répétée
-never: nunca jamás jamais
-answer: responde respuesta responder resposta responde réponse répond répondre
-stops: detiene arrête
-stopped: detenido detuvo parou arrêté
-limit: límite limite
-iterations: iteraciones iterações itérations
-steps: pasos passos étapes
-step: paso passo étape
-error: fallo falla erro erreur
-fails: falla falha échoue
-failed: falló falhou échoué
-run: ejecución execução exécution
-task: tarea tarefa tâche
-wait: espera esperar aguarda attend attendre
-retry: reintenta reintentar tenta réessaie réessayer
+tool: herramient* ferrament* outil* werkzeug*
+call: llamad* llamand* llamar llama llaman llamo chamad* chamand* chamar chama
+call: appel* appelle* appeler aufruf* aufgerufen ruft
+calling: llamando chamando appelant
+identical: misma mismo mismas mismos mesma mesmo mesmas mesmos meme memes gleiche* dieselbe* denselben dasselbe
+identical: identic* identiq* identisch*
+again: novamente erneut encore
+keeps: sigue siguen continua continuam
+loop: bucle* boucle* schleife* laco lacos
+repeated: repit* repet* wiederhol*
+never: nunca jamas jamais niemals nie
+answer: respond* respuesta* resposta* reponse* repond* antwort* beantwort*
+stops: detien* detuv* arrete* arreter parou anhalt* stoppt
+limit: limite* grenze* limits
+cap: tope
+iterations: iteracion* iteraco* iteration* iterationen
+steps: pasos passos etapes schritte
+step: paso passo etape schritt
+turns: turnos tours runden
+error: fallo erro erreur* fehler*
+fails: falla fallan falha falham echoue* schlagt scheitert
+failed: fallo fallaron falhou echoue fehlgeschlagen
+run: ejecucion* execucao execution* ausfuhrung* lauf
+task: tarea* tarefa* tache* aufgabe*
+wait: espera esperar esperando aguard* attend attendre attente warte* wartet
+indefinitely: indefinidamente indefiniment endlos unbegrenzt
+hangs: cuelg* trava* hangt haengt
+blocks: bloque* blockier*
+progress: avance avanza progreso progres fortschritt*
+killed: matar mata matamos matarla tuer tue abgebrochen
+retry: reintent* reessa* tentar wiederhol
 retries: reintentos tentativas essais
-lost: pierden perdido perdidos perdidas perdem perdus perdue
-results: resultados résultats
-result: resultado résultat
-search: búsqueda busca recherche
-provider: proveedor provedor fournisseur
-request: solicitud petición requisição requête
-requests: solicitudes peticiones requisições requêtes
-too many: demasiadas demasiados trop
-model: modelo modèle
-output: salida saída sortie
-valid: válido válida valide
-invalid: inválido inválida invalide
+lost: pierd* perdid* perdu* perde* verlor*
+missing: falta faltan faltaba manque* manquant* fehlt fehlen fehlend*
+empty: vacio vacia vazio vazia vide
+results: resultados resultats ergebnisse
+result: resultado resultat ergebnis
+search: busqueda* busca buscar recherche* suche suchen gesucht
+query: consulta consultas abfrage
+provider: proveedor* provedor* fournisseur* anbieter*
+request: solicitud peticion requisicao requete anfrage
+requests: solicitudes peticiones requisicoes requetes anfragen
+too many: demasiadas demasiados trop zuviele
+model: modelo* modele* modell*
+output: salida* saida* sortie* ausgabe*
+valid: valido valida gultig gueltig
+invalid: invalido invalida ungultig ungueltig
 parser: analizador analisador analyseur
-response: respuesta resposta réponse
-user: usuario usuário utilisateur
-customer: cliente client
-memory: memoria memória mémoire
-context: contexto contexte
-window: ventana janela fenêtre
-file: archivo arquivo fichier
-files: archivos arquivos fichiers
-instructions: instrucciones instruções
-instruction: instrucción instrução
-ignores: ignora ignore
-wrong: incorrecto incorrecta errado errada incorrect incorrecte
-missing: falta faltan manque manquant
-empty: vacío vacía vazio vazia vide
-hangs: cuelga trava
-stuck: atascado atascada preso bloqué
-permission: permiso permissão
-denied: denegado negado refusé
-agent: agente agentes
-agents: agentes
-plan: planificador planejador planificateur
-expected: esperado esperada attendu
+user: usuario* utilisateur* nutzer* benutzer*
+customer: cliente clientes kunde* kunden
+memory: memoria memoire speicher
+context: contexto contexte kontext*
+window: ventana janela fenetre fenster
+file: archivo fichier datei arquivo
+files: archivos fichiers dateien arquivos
+directory: directorio repertoire verzeichnis diretorio
+instructions: instruccion* instruco* instrucoes anweisung*
+rule: regla* regle* regra* regel*
+constraint: restriccion* restricao contrainte* einschrankung*
+ignores: ignora ignore ignoriert
+wrong: incorrect* erroneo* errone* equivocad* errado errada mauvais falsch*
+stuck: atascad* bloqueado preso
+permission: permiso* permissao permissoes berechtigung*
+denied: denegad* negado refuse verweigert
+rejected: rechaz* rejet* rejeit* abgelehnt
+agent: agente agentes agenten
+plan: planificador planejador planificateur planung
+expected: esperado esperada attendu erwartet
+found: encontrad* trouve* gefunden
+unknown: desconocid* inconnu* unbekannt* desconhecid*
+exists: existe existen existiert
+invented: inventad* invente* inventa erfund*
+arguments: argumento* argumente
+parameters: parametro* parametre* parameter
+expired: caduc* expir* abgelaufen
+refresh: renueva renovar renova rafraich* erneuer*
+session: sesion sessao sitzung
+authentication: autentica* authentifi*
+history: historial historico historique verlauf
+summary: resumen resume resumo resumid* resumido zusammenfass*
+summarised: resumido resumida resume zusammengefasst
+truncated: recortad* tronque* truncad* gekurzt
+forgets: olvid* oubli* esquec* vergess*
+state: estado etat zustand
+saved: guardad* guarda sauvegard* enregistr* salvo salva gespeichert speichert
+restart: reinici* redemarr* neustart* neu gestartet
+resume: reanud* reprend* retom* fortsetz* fortgesetzt
+approval: aprobacion aprovacao approbation freigabe genehmigung*
+confirmation: confirmacion confirmacao bestatigung*
+asking: preguntar pregunto demande perguntar gefragt
+deleted: borr* elimin* supprim* losch* apag*
+destructive: destructiv* destrutiv* destructeur* destrukti*
+undo: deshacer desfazer annuler ruckgangig
+sent: envio enviado enviada enviou envoye* verschickt gesendet
+email: correo courriel
+finished: terminad* termino termine terminou fertig abgeschlossen
+complete: completad* complete completo
+continue: continuar continuer fortfahren weitermachen
+pass: pasan passent passam bestehen bestanden
+verification: verificacion verificacao verification uberprufung*
+claims: afirma afirman affirme behauptet
+goal: objetivo* objectif* ziel*
+handoff: traspaso* transfiere uebergabe ubergabe* ubergibt
+returns: devuelve devuelven renvoie retourne retorna liefert
+server: servidor* serveur*
+unavailable: indisponible nichtverfugbar
+available: disponible* disponive* verfugbar
+connection: conexion conexao connexion verbindung
+quota: cuota cota kontingent
+key: clave chave cle schlussel
+environment: entorno environnement ambiente umgebung*
+configuration: configuracion configuracao konfiguration
+install: instalar instala installer installiert
+version: version versao
+exceeded: excedid* supera* superad* depasse* uberschritten excede*
+large: grande grandes gros grosse
 """
-GLOSSARY: dict[str, str] = {
-    word: english
-    for english, words in (row.split(":", 1) for row in _GLOSSARY_ROWS.strip().splitlines())
-    for word in words.split()
-}
+GLOSSARY: dict[str, str] = {}
+_GLOSS_STEMS: dict[str, str] = {}
+for _english, _words in (row.split(":", 1) for row in _GLOSSARY_ROWS.strip().splitlines()):
+    for _word in _words.split():
+        if _word.endswith("*"):
+            _GLOSS_STEMS.setdefault(_word[:-1], _english)
+        else:
+            GLOSSARY.setdefault(_word, _english)
+_STEM_LENGTHS = sorted({len(s) for s in _GLOSS_STEMS}, reverse=True)
 _GLOSS_WORD = re.compile(r"\b\w+\b", re.U)
+# The commonest words of English prose: their share tells an English report from a translated one.
+_ENGLISH_FUNCTION_WORDS = frozenset(
+    re.findall(
+        r"\S+",
+        "the and is are was were to of in it its with that this for not but when on at by from has have had "
+        "does did be been will would should can could which there they we our it's i my",
+    )
+)
+
+
+def fold(text: str) -> str:
+    """Lower case without accents: "límite" and "limite" read the same."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(ch))
+
+
+def reads_as_english(text: str) -> bool:
+    """Whether the prose outside code blocks reads as English (common English function words are frequent)."""
+    prose = "\n".join(line for _, line, code, _env in _lines(text) if code is False)
+    words = _WORD.findall(prose.lower())
+    if len(words) < 8:
+        return True
+    return sum(w in _ENGLISH_FUNCTION_WORDS for w in words) / len(words) >= 0.12
+
+
+def _english_reading(word: str) -> str | None:
+    w = fold(word)
+    if w in GLOSSARY:
+        return GLOSSARY[w]
+    for n in _STEM_LENGTHS:
+        if len(w) >= n and w[:n] in _GLOSS_STEMS:
+            return _GLOSS_STEMS[w[:n]]
+    return None
 
 
 def gloss(text: str) -> str:
-    """The text with the glossary's non-English words followed by their English reading (for scoring only)."""
-    return _GLOSS_WORD.sub(
-        lambda m: f"{m.group(0)} {GLOSSARY[w]}" if (w := m.group(0).lower()) in GLOSSARY else m.group(0), text
-    )
+    """The text with its non-English words followed by their English reading (for scoring only)."""
+
+    def read(m: re.Match) -> str:
+        english = _english_reading(m.group(0))
+        return f"{m.group(0)} {english}" if english else m.group(0)
+
+    return _GLOSS_WORD.sub(read, text)
+
+
+def english_rendering(text: str, known: frozenset[str]) -> str:
+    """Only the English of a text in another language: each glossed word as its English reading, words the
+    codebook uses as they are (identifiers, cognates, English log text), the rest left out.
+
+    Read in the codebook's word space this forms English phrases ("repite la misma llamada" reads
+    "repeated call"), which the glossed text, with the original words in between, does not.
+    """
+    out = []
+    for m in _GLOSS_WORD.finditer(text):
+        word = m.group(0)
+        english = _english_reading(word)
+        if english:
+            out.append(english)
+        elif word.lower() in known:
+            out.append(word)
+    return " ".join(out)

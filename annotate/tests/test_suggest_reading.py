@@ -13,7 +13,17 @@ from annotate.models import Suggestion
 from annotate.services.suggestions import suggestions_make
 from annotate.suggest_base import codebook_spec
 from annotate.suggest_local import DECLINED_LANGUAGE, LocalSuggester
-from annotate.suggest_text import claim_spans, clean_report, is_claim, language_covered, template_wrap
+from annotate.suggest_text import (
+    claim_spans,
+    clean_report,
+    english_rendering,
+    fold,
+    gloss,
+    is_claim,
+    language_covered,
+    reads_as_english,
+    template_wrap,
+)
 
 from .report_texts import (
     CHINESE,
@@ -153,13 +163,46 @@ def test_one_generic_word_names_no_indicator(suggester):
     assert answer.candidates[0].failure_type != "EXT-02"
 
 
-@pytest.mark.parametrize("pair", ["rate limit", "malformed json"])
+@pytest.mark.parametrize("pair", ["loop", "rate limit", "malformed json"])
 def test_the_same_report_in_english_and_spanish_gets_the_same_top_type(suggester, pair):
     en_title, en, es_title, es = PAIRS[pair]
     english, spanish = suggester.suggest_texts([en, es], None, [en_title, es_title])
     assert english.candidates[0].failure_type == spanish.candidates[0].failure_type
-    assert english.candidates[0].failure_type == {"rate limit": "EXT-02", "malformed json": "OUT-02"}[pair]
+    assert (
+        english.candidates[0].failure_type
+        == {"loop": "CTL-01", "rate limit": "EXT-02", "malformed json": "OUT-02"}[pair]
+    )
     assert all(c.evidence in es for c in spanish.candidates)  # quotes come from the Spanish text itself
+
+
+def _multilingual(fold: str) -> list[dict]:
+    path = Path(settings.BASE_DIR) / "fixtures" / "multilingual" / f"{fold}.json"
+    return json.loads(path.read_text(encoding="utf-8"))["pairs"]
+
+
+def test_translations_of_the_dev_reports_mostly_get_the_english_top_type(suggester):
+    """fixtures/multilingual/dev.json: 13 reports, 18 translations (es, fr, de, pt); holdout.json is not read here."""
+    groups = _multilingual("dev")
+    reports = [(g["id"], lang, r) for g in groups for lang, r in g["reports"].items()]
+    answers = suggester.suggest_texts([r["body"] for *_, r in reports], None, [r["title"] for *_, r in reports])
+    top = {(gid, lang): a.candidates[0].failure_type for (gid, lang, _), a in zip(reports, answers, strict=True)}
+    pairs = [(g["id"], lang) for g in groups for lang in g["reports"] if lang != "en"]
+    agree = sum(top[p] == top[(p[0], "en")] for p in pairs)
+    english_right = sum(top[(g["id"], "en")] == g["type"] for g in groups)
+    # Measured at local-5: 16 of 18 agree (13 of 18 and the loop pair failing before), 11 of 13 English right.
+    assert len(pairs) == 18 and agree >= 16, [(p, top[p], top[(p[0], "en")]) for p in pairs]
+    assert english_right >= 11
+    for (gid, lang, report), answer in zip(reports, answers, strict=True):
+        assert all(is_claim(report["body"], c.evidence) for c in answer.candidates if c.evidence), (gid, lang)
+
+
+def test_other_languages_are_read_with_their_english_rendering_and_english_as_written():
+    assert reads_as_english(PAIRS["loop"][1]) and not reads_as_english(PAIRS["loop"][3])
+    assert fold("Límite ÉTAPE Übergabe") == "limite etape ubergabe"
+    known = frozenset({"search_docs", "iteration"})
+    rendering = english_rendering("Repite la misma llamada a search_docs; Werkzeug-Aufrufe, límites", known)
+    assert rendering == "repeated identical call search_docs tool call limit"
+    assert gloss("la herramienta repite") == "la herramienta tool repite repeated"
 
 
 def test_a_language_the_model_does_not_read_is_declined_not_forced_into_the_first_types(suggester):

@@ -1,0 +1,21 @@
+"""The multilingual bench's smoke run: it reads the dev reports and ends with its JSON line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_it_runs_quick_on_the_dev_reports_and_ends_with_the_json_line():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "suggest_multilingual_bench.py"), "--quick"],
+        capture_output=True, text=True, timeout=300, check=True, cwd=ROOT,
+    ).stdout  # fmt: skip
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["bench"] == "suggest_multilingual" and doc["fold"] == "dev" and doc["groups"] == 4
+    assert doc["pairs"] >= 4 and 0 <= doc["agreement"] <= 1 and 0 <= doc["en_top1"] <= 1
+    assert len(doc["disagreements"]) == round(doc["pairs"] * (1 - doc["agreement"]))
