@@ -21,7 +21,9 @@ import hashlib
 import io
 import json
 import logging
+import time
 import zlib
+from contextlib import contextmanager
 from dataclasses import asdict
 from itertools import pairwise
 
@@ -103,6 +105,16 @@ def labels_unpack(packed: str) -> LabelArrays:
     )
 
 
+@contextmanager
+def _timed(into: dict, name: str):
+    """Wall and CPU seconds of a step, kept in `into`: the bench splits a job into serial and parallel work."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        into[name] = {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}
+
+
 def replicates_digest(reps: list[np.ndarray]) -> str:
     """sha256 of the replicate counts: equal digests mean byte-identical bootstraps."""
     digest = hashlib.sha256()
@@ -114,19 +126,26 @@ def replicates_digest(reps: list[np.ndarray]) -> str:
 @shared_task(ignore_result=False, acks_late=True, reject_on_worker_lost=True)
 def bootstrap_chunk(job_id: int, study_id: int, B: int, seed: int, start: int, stop: int, labels: str) -> dict:
     """Replicate counts for blocks [start, stop) of a B-replicate run, as compressed arrays."""
-    study = Study.objects.select_related("codebook").get(pk=study_id)
-    ds = designs(labels_unpack(labels), codebook_axes(study))
-    # One thread: the worker processes are the parallelism, and a chunk must not take two cores.
-    reps = stats.replicate_blocks(ds, B=B, seed=seed, start=start, stop=stop, threads=1)
-    done = sum(min(stats.BLOCK, B - i * stats.BLOCK) for i in range(start, stop))
-    Job.objects.filter(pk=job_id).update(done=Least(F("done") + done, F("total")))
-    job_deferred_heartbeat(job_id=job_id)
-    return {"start": start, "stop": stop, "replicates": pack(reps)}
+    t: dict = {}
+    with _timed(t, "total"):
+        with _timed(t, "inputs"):
+            study = Study.objects.select_related("codebook").get(pk=study_id)
+            ds = designs(labels_unpack(labels), codebook_axes(study))
+        with _timed(t, "draw"):
+            # One thread: the worker processes are the parallelism, and a chunk must not take two cores.
+            reps = stats.replicate_blocks(ds, B=B, seed=seed, start=start, stop=stop, threads=1)
+        with _timed(t, "pack"):
+            packed = pack(reps)
+        done = sum(min(stats.BLOCK, B - i * stats.BLOCK) for i in range(start, stop))
+        Job.objects.filter(pk=job_id).update(done=Least(F("done") + done, F("total")))
+        job_deferred_heartbeat(job_id=job_id)
+    return {"start": start, "stop": stop, "replicates": packed, "timings": t}
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def bootstrap_combine(parts: list[dict], job_id: int, labels: str) -> None:
     """The chord's body: stack the chunks in block order and store the analysis document."""
+    wall, cpu = time.perf_counter(), time.process_time()
     job = Job.objects.select_related("study__codebook").get(pk=job_id)
     if job.finished:
         return
@@ -134,11 +153,20 @@ def bootstrap_combine(parts: list[dict], job_id: int, labels: str) -> None:
         study = job.study
         axes = codebook_axes(study)
         p = parse_params(axes, **{k: job.params.get(k) for k in PARAM_KEYS}, max_bootstrap=MAX_B)
-        parts = sorted(parts, key=lambda part: part["start"])
-        arrays = [unpack(part["replicates"]) for part in parts]
-        reps = [np.vstack([a[i] for a in arrays]) for i in range(len(arrays[0]))]
-        doc = analysis_document(study, p, axes=axes, labels=labels_unpack(labels), replicates=reps)
+        t: dict = {}
+        with _timed(t, "unpack"):
+            parts = sorted(parts, key=lambda part: part["start"])
+            arrays = [unpack(part["replicates"]) for part in parts]
+            reps = [np.vstack([a[i] for a in arrays]) for i in range(len(arrays[0]))]
+        with _timed(t, "document"):
+            doc = analysis_document(study, p, axes=axes, labels=labels_unpack(labels), replicates=reps)
         doc["run"] = _run_info(job, study, len(parts), reps)
+        t["total"] = {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}
+        doc["run"]["timings"] = {
+            "job": job.params.get("timings", {}),
+            "chunks": [part.get("timings", {}) for part in parts],
+            "combine": t,
+        }
     except Exception as exc:  # the job records the failure; the worker stays up
         log.exception("bootstrap job %s failed while combining its chunks", job_id)
         _job_fail(job_id, str(exc))
@@ -186,10 +214,13 @@ def job_bootstrap(*, job, progress):
     With one chunk the job computes the document itself. With several it sends a
     chord and returns DEFERRED: `bootstrap_combine` finishes the job.
     """
+    wall, cpu = time.perf_counter(), time.process_time()
+    t: dict = {}
     study = Study.objects.select_related("codebook").get(pk=job.study_id)
     axes = codebook_axes(study)
     p = parse_params(axes, **{k: job.params.get(k) for k in PARAM_KEYS}, max_bootstrap=MAX_B)
-    labels = label_arrays(study, axes)
+    with _timed(t, "labels"):
+        labels = label_arrays(study, axes)
     ranges = chunk_ranges(stats.n_blocks(p.bootstrap), _chunks_wanted(job))
     if len(ranges) == 1:
         reps = compute_replicates(designs(labels, axes), p, progress=progress)
@@ -199,14 +230,19 @@ def job_bootstrap(*, job, progress):
     if job.params.get("chord_id"):
         # A redelivered job whose chord is already out: the chord finishes it.
         return DEFERRED
-    packed = labels_pack(labels)
+    with _timed(t, "labels_pack"):
+        packed = labels_pack(labels)
     route = {"queue": settings.FAULTLINE_ANALYSIS_QUEUE} if settings.FAULTLINE_ANALYSIS_QUEUE else {}
     header = [bootstrap_chunk.si(job.pk, study.pk, p.bootstrap, p.seed, a, b, packed).set(**route)
               for a, b in ranges]  # fmt: skip
     body = bootstrap_combine.s(job.pk, packed).set(**route)
     Job.objects.filter(pk=job.pk).update(done=0, total=p.bootstrap)
-    result = chord(header, body).on_error(bootstrap_failed.si(job.pk)).apply_async()
-    Job.objects.filter(pk=job.pk).update(params={**job.params, "chord_id": result.id, "chunks_sent": len(ranges)})
+    with _timed(t, "send"):
+        result = chord(header, body).on_error(bootstrap_failed.si(job.pk)).apply_async()
+    t["total"] = {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}
+    Job.objects.filter(pk=job.pk).update(
+        params={**job.params, "chord_id": result.id, "chunks_sent": len(ranges), "timings": t}
+    )
     return DEFERRED
 
 

@@ -268,7 +268,7 @@ def measure_export(studies: dict, token: str, env: dict) -> dict:
 # ---------------------------------------------------------------- bootstrap
 
 
-def measure_bootstrap(study, B: int, env: dict) -> dict:
+def measure_bootstrap(study, B: int, env: dict, chunks: int = 16) -> dict:
     from annotate.models import Job
     from annotate.tasks import run_job
 
@@ -283,7 +283,9 @@ def measure_bootstrap(study, B: int, env: dict) -> dict:
         )  # fmt: skip
         try:
             _wait_worker(queue)
-            job = Job.objects.create(kind="bootstrap", study=study, params={"bootstrap": B, "seed": 7, "chunks": 16})
+            params = {"bootstrap": B, "seed": 7, "chunks": chunks}
+            job = Job.objects.create(kind="bootstrap", study=study, params=params)
+            cpu0 = worker_cpu_s(worker.pid)
             t0 = time.perf_counter()
             run_job.apply_async(args=[job.pk], queue=queue)
             while True:
@@ -292,15 +294,63 @@ def measure_bootstrap(study, B: int, env: dict) -> dict:
                     break
                 time.sleep(0.2)
             seconds = time.perf_counter() - t0
+            cpu = worker_cpu_s(worker.pid) - cpu0
             if job.error:
                 raise SystemExit(f"bootstrap with {workers} worker(s) failed: {job.error}")
+            split = cpu_split(job.result["run"].get("timings", {}))
             out[workers] = {"seconds": seconds, "sha256": job.result["run"]["replicates_sha256"],
-                            "labelled": job.result["data"]["labelled_primary"]}  # fmt: skip
-            log(f"bootstrap B={B:,} with {workers} worker process(es): {seconds:.1f} s "
+                            "labelled": job.result["data"]["labelled_primary"], "worker_cpu_s": cpu,
+                            **split}  # fmt: skip
+            log(f"bootstrap B={B:,} with {workers} worker process(es): {seconds:.1f} s, workers' CPU {cpu:.1f} s "
                 f"({out[workers]['labelled']:,} labelled episodes)")  # fmt: skip
+            if split:
+                log(f"  serial CPU {split['serial_cpu_s']:.2f} s (job {split['job_cpu_s']:.2f}: "
+                    f"{split['job_steps']}; combine {split['combine_cpu_s']:.2f}: {split['combine_steps']}), "
+                    f"chunks' CPU {split['chunks_cpu_s']:.2f} s over {split['chunks']} chunks "
+                    f"(draw {split['chunks_draw_cpu_s']:.2f}, inputs {split['chunks_inputs_cpu_s']:.2f}, "
+                    f"pack {split['chunks_pack_cpu_s']:.2f}); ideal 2-worker speed-up "
+                    f"{split['ideal_speedup_2w']:.2f}x")  # fmt: skip
         finally:
             stop(worker)
     return out
+
+
+def worker_cpu_s(master: int) -> float:
+    """utime + stime of a Celery worker and its pool processes, in seconds."""
+    return _proc_cpu_s(master) + sum(_proc_cpu_s(pid) for pid in _children(master))
+
+
+def _proc_cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_split(timings: dict) -> dict:
+    """The job's own CPU accounting: serial steps (read and send; combine) against the chunks' CPU,
+    and the speed-up two worker processes could reach at best with them (Amdahl)."""
+    if not timings.get("chunks"):
+        return {}
+    job, combine, chunks = timings["job"], timings["combine"], timings["chunks"]
+    job_cpu, combine_cpu = job["total"]["cpu"], combine["total"]["cpu"]
+    serial = job_cpu + combine_cpu
+    parallel = sum(c["total"]["cpu"] for c in chunks)
+    return {
+        "serial_cpu_s": round(serial, 3),
+        "job_cpu_s": job_cpu,
+        "combine_cpu_s": combine_cpu,
+        "job_steps": {k: v["cpu"] for k, v in job.items() if k != "total"},
+        "combine_steps": {k: v["cpu"] for k, v in combine.items() if k != "total"},
+        "chunks": len(chunks),
+        "chunks_cpu_s": round(parallel, 3),
+        "chunks_draw_cpu_s": round(sum(c["draw"]["cpu"] for c in chunks), 3),
+        "chunks_inputs_cpu_s": round(sum(c["inputs"]["cpu"] for c in chunks), 3),
+        "chunks_pack_cpu_s": round(sum(c["pack"]["cpu"] for c in chunks), 3),
+        "serial_fraction": round(serial / (serial + parallel), 3) if serial + parallel else None,
+        "ideal_speedup_2w": round((serial + parallel) / (serial + parallel / 2), 2) if parallel else 1.0,
+    }
 
 
 def _wait_worker(queue: str) -> None:
@@ -513,6 +563,9 @@ def main() -> None:
     parser.add_argument("--http", action="store_true", help="also measure through gunicorn with fresh connections")
     parser.add_argument("--episodes", type=int, help="episodes in the big study")
     parser.add_argument("--http-only", action="store_true", help="only the --http measurements (steps 6)")
+    parser.add_argument("--only", choices=["bootstrap"], help="only the big study's import, coding and step 5")
+    parser.add_argument("--repeat", type=int, default=1, help="run the bootstrap step this many times (with --only)")
+    parser.add_argument("--chunks", type=int, default=16, help="chunks per bootstrap job (default 16)")
     parser.add_argument("--child-import", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -566,7 +619,9 @@ def run(args, work: Path) -> None:
 
     summary: dict = {"bench": "scale", "episodes": n, "quick": args.quick}
     targets: dict[str, bool] = {}
-    if not args.http_only:
+    if args.only == "bootstrap":
+        summary, targets = bootstrap_only(args, work, n, B, big, users, env, broker)
+    elif not args.http_only:
         summary, targets = scale_steps(args, work, n, small_n, B, big, small, users, token, env, broker)
     if args.http or args.http_only:
         http_steps(args, work, codebook, users, coders, token, env, broker, summary, targets)
@@ -618,7 +673,7 @@ def scale_steps(args, work: Path, n: int, small_n: int, B: int, big, small, user
         f"at {exports['small']['rows']:,} rows")  # fmt: skip
 
     # 5. bootstrap
-    boot = measure_bootstrap(big, B, env) if broker else {}
+    boot = measure_bootstrap(big, B, env, args.chunks) if broker else {}
     if not broker:
         log("bootstrap: skipped (no CELERY_BROKER_URL)")
 
@@ -658,6 +713,38 @@ def scale_steps(args, work: Path, n: int, small_n: int, B: int, big, small, user
     if boot:
         targets["bootstrap 2 workers >= 1.6x"] = summary["bootstrap_speedup"] >= 1.6
         targets["bootstrap byte-identical"] = bool(summary["bootstrap_identical"])
+    return summary, targets
+
+
+def bootstrap_only(args, work: Path, n: int, B: int, big, users, env, broker):
+    """Steps 1, 2 and 5 on the big study alone, the bootstrap `--repeat` times."""
+    if not broker:
+        raise SystemExit("--only bootstrap needs CELERY_BROKER_URL")
+    clusters, coded, disagreeing = n * 3 // 20, n // 5, n // 100
+    path = work / "big.jsonl"
+    write_issues(path, n, max(1, clusters), seed=len("big"))
+    figures = run_import(big.slug, path)
+    path.unlink()
+    assert figures["created"] == n, figures
+    code_episodes(big, (users["c1"], users["c2"]), coded, disagreeing, seed=1)
+    log(f"imported and coded {n:,} episodes ({coded:,} coded twice)")
+    runs = [measure_bootstrap(big, B, env, args.chunks) for _ in range(args.repeat)]
+    speedups = [r[1]["seconds"] / r[2]["seconds"] for r in runs]
+    keys = ("seconds", "worker_cpu_s", "serial_cpu_s", "chunks_cpu_s", "ideal_speedup_2w")
+    summary = {
+        "bench": "scale", "only": "bootstrap", "episodes": n, "coded": coded, "bootstrap_B": B,
+        "bootstrap_chunks": args.chunks,
+        "bootstrap_1w_s": round(min(r[1]["seconds"] for r in runs), 2),
+        "bootstrap_2w_s": round(min(r[2]["seconds"] for r in runs), 2),
+        "bootstrap_speedups": [round(x, 2) for x in speedups],
+        "bootstrap_speedup": round(statistics.median(speedups), 2),
+        "bootstrap_identical": all(r[1]["sha256"] == r[2]["sha256"] == runs[0][1]["sha256"] for r in runs),
+        "bootstrap_runs": [{w: {k: round(r[w][k], 3) for k in keys if k in r[w]} for w in (1, 2)} for r in runs],
+    }  # fmt: skip
+    targets = {
+        "bootstrap 2 workers >= 1.6x": summary["bootstrap_speedup"] >= 1.6,
+        "bootstrap byte-identical": summary["bootstrap_identical"],
+    }
     return summary, targets
 
 
