@@ -1,6 +1,6 @@
 """Analysis selectors: a study's labels as arrays, and the JSON documents built from them.
 
-The arrays come from `annotate.labels.final_labels` (the one label rule, shared
+The arrays come from `annotate.labels` (`final_label_values`) (the one label rule, shared
 with exports) in a fixed number of queries; every statistic is computed by the
 pure functions of `taxonomy.stats`. The documents returned here are what the
 `analyze`, `agreement` and `coverage` commands print with `--json`, what the
@@ -17,18 +17,18 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, pairwise
 
 import numpy as np
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, Max, OuterRef
+from django.db.models import Count, Exists, Max, Min, OuterRef
 from django.utils import timezone
 
 from taxonomy import stats
 from taxonomy.models import Axis, AxisValue, Category, FailureType
 
 from .attribution import attribution_document
-from .labels import final_labels, resolve_label
+from .labels import final_label_values, resolve_label
 from .models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
 
 KINDS = tuple(DocumentKind.values)  # github_issue, literature, incident: the stream order of designs
@@ -128,43 +128,60 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
     their labels are kept for the coverage document.
     """
     axes = axes or codebook_axes(study)
+    return labels_join(study, [label_part(study, axes)])
+
+
+def label_id_ranges(study: Study, parts: int) -> list[tuple[int, int]]:
+    """Episode id ranges [lo, hi) that cover the study in `parts` pieces, for reading its labels in parallel."""
+    bounds = Episode.objects.filter(study=study).aggregate(lo=Min("id"), hi=Max("id"))
+    if bounds["lo"] is None:
+        return [(0, 1)]
+    lo, hi = bounds["lo"], bounds["hi"] + 1
+    parts = max(1, min(parts, hi - lo))
+    edges = [lo + (hi - lo) * i // parts for i in range(parts + 1)]
+    return [(a, b) for a, b in pairwise(edges) if b > a]
+
+
+def label_part(study: Study, axes: Axes, *, ids: tuple[int, int] | None = None) -> LabelArrays:
+    """The labels of the study's episodes with ids in [lo, hi) (all of them without `ids`); `labels_join`
+    makes the study's arrays of the parts. A part has no fingerprint and no as_of."""
+    episodes = Episode.objects.filter(study=study)
+    if ids is not None:
+        episodes = episodes.filter(id__gte=ids[0], id__lt=ids[1])
     # Episodes nobody has coded or adjudicated have a known label; they are counted by the
     # database, not read one by one (most of a large study's episodes, usually).
     touched = Exists(Coding.objects.filter(episode=OuterRef("pk"))) | Exists(
         Adjudication.objects.filter(episode=OuterRef("pk"))
     )
-    qs = (
-        Episode.objects.filter(study=study)
-        .filter(touched)
-        .only("id", "split", "study_id", "document", "document__kind", "document__cluster", "document__title")
-    )
+    fields = ("id", "split", "document__kind", "document__cluster", "document__title")
     kind_index = {k: i for i, k in enumerate(KINDS)}
     rows: list[tuple] = []
     excluded: dict[str, Counter] = {k: Counter() for k in KINDS}
     holdout = []
-    n = _untouched_labels(study, Episode.objects.filter(study=study).exclude(touched), excluded, holdout)
+    n = _untouched_labels(study, episodes.exclude(touched), excluded, holdout)
     ix = axes.index
-    for ep, label in final_labels(study, qs, chunk=5000):
+    for (e_id, split, kind, cluster, title), label in final_label_values(
+        study, episodes.filter(touched), fields, chunk=5000
+    ):
         n += 1
-        doc = ep.document
-        if ep.split == Split.HOLDOUT:
-            holdout.append((ep.id, doc.kind, doc.title, label))
+        if split == Split.HOLDOUT:
+            holdout.append((e_id, kind, title, label))
             continue
-        if ep.split == Split.EXCLUDED:
-            excluded[doc.kind]["excluded by an owner"] += 1
+        if split == Split.EXCLUDED:
+            excluded[kind]["excluded by an owner"] += 1
             continue
         if not label.usable:
-            excluded[doc.kind][label.reason] += 1
+            excluded[kind][label.reason] += 1
             continue
         if label.not_a_failure:
-            excluded[doc.kind][NOT_A_FAILURE] += 1
+            excluded[kind][NOT_A_FAILURE] += 1
             continue
         t = _idx(ix["failure_type"], label.failure_type_id)
         rows.append(
             (
-                ep.id,
-                kind_index[doc.kind],
-                doc.cluster,
+                e_id,
+                kind_index[kind],
+                cluster,
                 _idx(ix[Axis.STAGE], label.stage_id),
                 _idx(ix[Axis.CAPABILITY], label.capability_id),
                 _idx(ix[Axis.SOURCE], label.source_id),
@@ -173,22 +190,12 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
             )
         )
     rows.sort()
-    holdout.sort(key=lambda h: h[0])
     cols = list(zip(*rows, strict=True)) if rows else [()] * 8
     ints = [np.asarray(c, dtype=np.int64) for c in (cols[0], cols[1], cols[3], cols[4], cols[5], cols[6], cols[7])]
-    cluster = np.asarray(cols[2], dtype=object)
-    digest = hashlib.sha256()
-    for a in ints:
-        digest.update(a.tobytes())
-    digest.update("\x1f".join(cluster.tolist()).encode())
-    for e_id, kind, _, label in sorted(holdout, key=lambda h: h[0]):
-        digest.update(f"{e_id}:{kind}:{label}".encode())
-    for kind in KINDS:
-        digest.update(repr(sorted(excluded[kind].items())).encode())
     return LabelArrays(
         episode_id=ints[0],
         kind=ints[1],
-        cluster=cluster,
+        cluster=np.asarray(cols[2], dtype=object),
         stage=ints[2],
         capability=ints[3],
         source=ints[4],
@@ -197,6 +204,39 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
         excluded=excluded,
         holdout=holdout,
         n_episodes=n,
+        fingerprint="",
+        as_of=None,
+    )
+
+
+def labels_join(study: Study, parts: list[LabelArrays]) -> LabelArrays:
+    """The study's label arrays from parts that together cover its episodes once: rows in episode id order,
+    reasons counted in sorted order, so any split into parts gives the same arrays and fingerprint."""
+    order = np.argsort(np.concatenate([p.episode_id for p in parts]), kind="stable")
+    names = ("episode_id", "kind", "stage", "capability", "source", "failure_type", "category")
+    ints = {name: np.concatenate([getattr(p, name) for p in parts])[order] for name in names}
+    cluster = np.concatenate([p.cluster for p in parts])[order] if parts else np.asarray([], dtype=object)
+    cluster = np.asarray(cluster, dtype=object)
+    totals: dict[str, Counter] = {k: Counter() for k in KINDS}
+    for p in parts:
+        for kind in KINDS:
+            totals[kind].update(p.excluded.get(kind, {}))
+    excluded = {kind: Counter(dict(sorted(totals[kind].items()))) for kind in KINDS}
+    holdout = sorted((h for p in parts for h in p.holdout), key=lambda h: h[0])
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(ints[name].tobytes())
+    digest.update("\x1f".join(cluster.tolist()).encode())
+    for e_id, kind, _, label in holdout:
+        digest.update(f"{e_id}:{kind}:{label}".encode())
+    for kind in KINDS:
+        digest.update(repr(sorted(excluded[kind].items())).encode())
+    return LabelArrays(
+        **ints,
+        cluster=cluster,
+        excluded=excluded,
+        holdout=holdout,
+        n_episodes=sum(p.n_episodes for p in parts),
         fingerprint=digest.hexdigest(),
         as_of=_as_of(study),
     )

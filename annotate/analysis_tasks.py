@@ -1,17 +1,23 @@
-"""The "bootstrap" job: a large-B analysis spread over Celery workers as a chord of chunks.
+"""The "bootstrap" job: a large-B analysis spread over Celery workers as two chords.
 
 Replicates are drawn in fixed blocks (`taxonomy.stats.BLOCK`); block i draws
 from `SeedSequence(seed).spawn(...)[i]`, so a chunk of blocks gives the same
-numbers on any worker. The job reads the study's labels once, sends one
-`bootstrap_chunk` task per chunk of blocks (on the analysis queue, see
-FAULTLINE_ANALYSIS_QUEUE) and returns at once, freeing its worker; the chord's
-body, `bootstrap_combine`, stacks the chunks in block order and writes the
-document. The replicates, and so the document, are byte-identical whatever the
-number of chunks and workers, and identical to `analyze` with the same B and seed.
+numbers on any worker. Reading a large study's labels costs more than drawing
+its replicates, so the workers do both: the job sends one `bootstrap_labels`
+task per range of episode ids (on the analysis queue, see
+FAULTLINE_ANALYSIS_QUEUE) and returns at once, freeing its worker;
+`bootstrap_scatter` joins the parts into the study's label arrays and sends
+one `bootstrap_chunk` per chunk of blocks, with only the designs' count
+matrices; the second chord's body, `bootstrap_combine`, stacks the chunks in
+block order and writes the document. The replicates, and so the document, are
+byte-identical whatever the number of chunks and workers, and identical to
+`analyze` with the same B and seed.
 
-Each chunk is acknowledged only once it has finished (acks_late), and a chunk
+Every task is acknowledged only once it has finished (acks_late), and a task
 whose worker process dies is put back on the queue (reject_on_worker_lost), so
-only that chunk runs again. Progress counts the replicates of finished chunks.
+only that part or chunk runs again. Progress counts the replicates of finished
+chunks. Each step records its wall and CPU seconds in the document's
+run.timings, which `bench/scale_bench.py` splits into serial and parallel work.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ from .analysis import (
     compute_replicates,
     designs,
     label_arrays,
+    label_id_ranges,
+    label_part,
+    labels_join,
     pack,
     parse_params,
     unpack,
@@ -105,6 +114,32 @@ def labels_unpack(packed: str) -> LabelArrays:
     )
 
 
+def designs_pack(ds: list[stats.ClusterDesign]) -> str:
+    """The designs' count matrices, sparse and compressed: all a chunk needs to draw its replicates
+    (a few hundred KB for 200,000 episodes, against re-reading and re-sorting every cluster name)."""
+    buf = io.BytesIO()
+    arrays = {}
+    for i, d in enumerate(ds):
+        flat = d.counts.ravel()
+        nz = np.flatnonzero(flat)
+        arrays[f"shape{i}"] = np.asarray(d.counts.shape, dtype=np.int64)
+        arrays[f"at{i}"] = np.diff(nz, prepend=0).astype(np.int32)  # gaps compress better than positions
+        arrays[f"n{i}"] = flat[nz].astype(np.int32)
+    np.savez_compressed(buf, **arrays)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def designs_unpack(packed: str) -> list[stats.ClusterDesign]:
+    with np.load(io.BytesIO(base64.b64decode(packed)), allow_pickle=False) as arrays:
+        out = []
+        for i in range(sum(1 for name in arrays.files if name.startswith("shape"))):
+            G, K = (int(x) for x in arrays[f"shape{i}"])
+            flat = np.zeros(G * K, dtype=np.int64)
+            flat[np.cumsum(arrays[f"at{i}"], dtype=np.int64)] = arrays[f"n{i}"]
+            out.append(stats.counts_design(flat.reshape(G, K)))
+    return out
+
+
 @contextmanager
 def _timed(into: dict, name: str):
     """Wall and CPU seconds of a step, kept in `into`: the bench splits a job into serial and parallel work."""
@@ -124,13 +159,12 @@ def replicates_digest(reps: list[np.ndarray]) -> str:
 
 
 @shared_task(ignore_result=False, acks_late=True, reject_on_worker_lost=True)
-def bootstrap_chunk(job_id: int, study_id: int, B: int, seed: int, start: int, stop: int, labels: str) -> dict:
+def bootstrap_chunk(job_id: int, B: int, seed: int, start: int, stop: int, packed_designs: str) -> dict:
     """Replicate counts for blocks [start, stop) of a B-replicate run, as compressed arrays."""
     t: dict = {}
     with _timed(t, "total"):
         with _timed(t, "inputs"):
-            study = Study.objects.select_related("codebook").get(pk=study_id)
-            ds = designs(labels_unpack(labels), codebook_axes(study))
+            ds = designs_unpack(packed_designs)
         with _timed(t, "draw"):
             # One thread: the worker processes are the parallelism, and a chunk must not take two cores.
             reps = stats.replicate_blocks(ds, B=B, seed=seed, start=start, stop=stop, threads=1)
@@ -143,7 +177,7 @@ def bootstrap_chunk(job_id: int, study_id: int, B: int, seed: int, start: int, s
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def bootstrap_combine(parts: list[dict], job_id: int, labels: str) -> None:
+def bootstrap_combine(parts: list[dict], job_id: int, labels: str, timings: dict | None = None) -> None:
     """The chord's body: stack the chunks in block order and store the analysis document."""
     wall, cpu = time.perf_counter(), time.process_time()
     job = Job.objects.select_related("study__codebook").get(pk=job_id)
@@ -164,6 +198,7 @@ def bootstrap_combine(parts: list[dict], job_id: int, labels: str) -> None:
         t["total"] = {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}
         doc["run"]["timings"] = {
             "job": job.params.get("timings", {}),
+            **(timings or {}),
             "chunks": [part.get("timings", {}) for part in parts],
             "combine": t,
         }
@@ -212,17 +247,16 @@ def job_bootstrap(*, job, progress):
     """Handler for Job kind "bootstrap": params bootstrap, seed and optionally cell, contrast, cap, bca, chunks.
 
     With one chunk the job computes the document itself. With several it sends a
-    chord and returns DEFERRED: `bootstrap_combine` finishes the job.
+    chord that reads the labels in parts and returns DEFERRED: `bootstrap_scatter`
+    sends the chunks, and `bootstrap_combine` finishes the job.
     """
     wall, cpu = time.perf_counter(), time.process_time()
-    t: dict = {}
     study = Study.objects.select_related("codebook").get(pk=job.study_id)
     axes = codebook_axes(study)
     p = parse_params(axes, **{k: job.params.get(k) for k in PARAM_KEYS}, max_bootstrap=MAX_B)
-    with _timed(t, "labels"):
-        labels = label_arrays(study, axes)
     ranges = chunk_ranges(stats.n_blocks(p.bootstrap), _chunks_wanted(job))
     if len(ranges) == 1:
+        labels = label_arrays(study, axes)
         reps = compute_replicates(designs(labels, axes), p, progress=progress)
         doc = analysis_document(study, p, axes=axes, labels=labels, replicates=reps)
         doc["run"] = _run_info(job, study, 1, reps)
@@ -230,20 +264,61 @@ def job_bootstrap(*, job, progress):
     if job.params.get("chord_id"):
         # A redelivered job whose chord is already out: the chord finishes it.
         return DEFERRED
-    with _timed(t, "labels_pack"):
-        packed = labels_pack(labels)
-    route = {"queue": settings.FAULTLINE_ANALYSIS_QUEUE} if settings.FAULTLINE_ANALYSIS_QUEUE else {}
-    header = [bootstrap_chunk.si(job.pk, study.pk, p.bootstrap, p.seed, a, b, packed).set(**route)
-              for a, b in ranges]  # fmt: skip
-    body = bootstrap_combine.s(job.pk, packed).set(**route)
+    # Reading a large study's labels costs more than its replicates: the workers read them in
+    # parts of episode ids, as many as there are chunks.
+    header = [bootstrap_labels.si(job.pk, lo, hi).set(**_route()) for lo, hi in label_id_ranges(study, len(ranges))]
     Job.objects.filter(pk=job.pk).update(done=0, total=p.bootstrap)
-    with _timed(t, "send"):
-        result = chord(header, body).on_error(bootstrap_failed.si(job.pk)).apply_async()
-    t["total"] = {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}
+    result = chord(header, bootstrap_scatter.s(job.pk, len(ranges)).set(**_route()))
+    result = result.on_error(bootstrap_failed.si(job.pk)).apply_async()
+    t = {"total": {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}}
     Job.objects.filter(pk=job.pk).update(
         params={**job.params, "chord_id": result.id, "chunks_sent": len(ranges), "timings": t}
     )
     return DEFERRED
+
+
+def _route() -> dict:
+    return {"queue": settings.FAULTLINE_ANALYSIS_QUEUE} if settings.FAULTLINE_ANALYSIS_QUEUE else {}
+
+
+@shared_task(ignore_result=False, acks_late=True, reject_on_worker_lost=True)
+def bootstrap_labels(job_id: int, lo: int, hi: int) -> dict:
+    """The final labels of the job's study for episode ids [lo, hi), packed."""
+    t: dict = {}
+    with _timed(t, "total"):
+        study = Study.objects.select_related("codebook").get(jobs__pk=job_id)
+        packed = labels_pack(label_part(study, codebook_axes(study), ids=(lo, hi)))
+    return {"lo": lo, "labels": packed, "timings": t}
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def bootstrap_scatter(parts: list[dict], job_id: int, chunks: int) -> None:
+    """The labels chord's body: join the parts, then send one chunk of replicates per block range."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    job = Job.objects.select_related("study__codebook").get(pk=job_id)
+    if job.finished:
+        return
+    t: dict = {}
+    try:
+        study = job.study
+        axes = codebook_axes(study)
+        p = parse_params(axes, **{k: job.params.get(k) for k in PARAM_KEYS}, max_bootstrap=MAX_B)
+        parts = sorted(parts, key=lambda part: part["lo"])
+        with _timed(t, "join"):
+            labels = labels_join(study, [labels_unpack(part["labels"]) for part in parts])
+        with _timed(t, "pack"):
+            # Chunks get only the count matrices; the combine step, which names clusters, the labels.
+            packed, packed_designs = labels_pack(labels), designs_pack(designs(labels, axes))
+        ranges = chunk_ranges(stats.n_blocks(p.bootstrap), chunks)
+        header = [bootstrap_chunk.si(job.pk, p.bootstrap, p.seed, a, b, packed_designs).set(**_route())
+                  for a, b in ranges]  # fmt: skip
+        t["total"] = {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}
+        timings = {"labels": [part.get("timings", {}) for part in parts], "scatter": t}
+        body = bootstrap_combine.s(job.pk, packed, timings).set(**_route())
+        chord(header, body).on_error(bootstrap_failed.si(job.pk)).apply_async()
+    except Exception as exc:  # the job records the failure; the worker stays up
+        log.exception("bootstrap job %s failed while joining its labels", job_id)
+        _job_fail(job_id, str(exc))
 
 
 def over_threshold(B: int) -> bool:

@@ -216,6 +216,25 @@ def cluster_design(cells: np.ndarray, clusters: Sequence[str] | np.ndarray, n_ce
     )
 
 
+def counts_design(counts: np.ndarray) -> ClusterDesign:
+    """A design known by its cluster x cell count matrix alone (clusters named by their row).
+
+    Replicates depend only on the counts, so a Celery chunk rebuilds the designs
+    from these few integers instead of re-reading and re-sorting cluster names.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.ndim != 2 or (counts.size and counts.min() < 0):
+        raise ValueError("counts must be a 2-D matrix of non-negative integers")
+    G, K = counts.shape
+    sizes = counts.sum(axis=1)
+    return ClusterDesign(
+        counts=_frozen(counts),
+        names=tuple(str(i) for i in range(G)),
+        cells=_frozen(np.repeat(np.tile(np.arange(K, dtype=np.int64), G), counts.ravel())),
+        episode_cluster=_frozen(np.repeat(np.arange(G, dtype=np.int64), sizes)),
+    )
+
+
 def design_without(design: ClusterDesign, drop: Sequence[int]) -> ClusterDesign:
     """The design with some clusters removed."""
     keep = np.ones(design.n_clusters, dtype=bool)

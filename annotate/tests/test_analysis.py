@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from io import StringIO
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -323,6 +324,51 @@ def test_the_chunks_work_on_the_labels_the_job_read(paper):
     assert back.cluster.tolist() == labels.cluster.tolist()
     assert (back.excluded, back.holdout) == (labels.excluded, labels.holdout)
     assert (back.fingerprint, back.n_episodes, back.as_of) == (labels.fingerprint, labels.n_episodes, labels.as_of)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_labels_read_in_parts_join_into_the_same_arrays(paper, make_episode, parts):
+    from annotate.analysis import codebook_axes, label_arrays, label_id_ranges, label_part, labels_join
+    from annotate.analysis_tasks import labels_pack, labels_unpack
+    from annotate.models import Episode
+
+    study, _ = paper
+    for split in ("primary", "holdout", "excluded"):
+        Episode.objects.filter(pk=make_episode(study, kind="literature").pk).update(split=split)
+    whole = label_arrays(study)
+    ranges = label_id_ranges(study, parts)
+    ids = Episode.objects.filter(study=study).values_list("id", flat=True)
+    assert len(ranges) == parts and ranges[0][0] == min(ids) and ranges[-1][1] == max(ids) + 1
+    assert all(a[1] == b[0] for a, b in pairwise(ranges))
+    # Parts go through the broker packed, and arrive in any order.
+    pieces = [labels_unpack(labels_pack(label_part(study, codebook_axes(study), ids=r))) for r in ranges]
+    joined = labels_join(study, pieces[::-1])
+    for name in ("episode_id", "kind", "stage", "capability", "source", "failure_type", "category"):
+        assert np.array_equal(getattr(joined, name), getattr(whole, name)), name
+    assert joined.cluster.tolist() == whole.cluster.tolist()
+    assert (joined.excluded, joined.holdout, joined.n_episodes) == (whole.excluded, whole.holdout, whole.n_episodes)
+    assert [list(c) for c in joined.excluded.values()] == [list(c) for c in whole.excluded.values()]
+    assert joined.fingerprint == whole.fingerprint and joined.as_of == whole.as_of
+    assert sum(len(p.episode_id) for p in pieces) == len(whole.episode_id) and min(
+        map(len, (p.episode_id for p in pieces))
+    ) < len(whole.episode_id)
+
+
+def test_the_chunks_draw_from_the_count_matrices_the_job_sent(paper):
+    from annotate.analysis import codebook_axes, designs, label_arrays
+    from annotate.analysis_tasks import designs_pack, designs_unpack
+    from taxonomy import stats
+
+    study, _ = paper
+    ds = designs(label_arrays(study), codebook_axes(study))
+    back = designs_unpack(designs_pack(ds))
+    assert len(back) == len(ds)
+    for d, b in zip(ds, back, strict=True):
+        assert b.counts.dtype == d.counts.dtype and np.array_equal(b.counts, d.counts)
+        assert np.array_equal(b.cells, d.cells) and np.array_equal(b.episode_cluster, d.episode_cluster)
+    mine = stats.replicate_blocks(back, B=600, seed=3, start=1, stop=4, threads=1)
+    theirs = stats.replicate_blocks(ds, B=600, seed=3, start=1, stop=4, threads=1)
+    assert all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
 
 
 def test_label_arrays_count_uncoded_episodes_without_reading_them(paper, make_episode):
