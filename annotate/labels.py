@@ -129,12 +129,16 @@ def _labelled(study: Study, qs, chunk: int, id_of) -> Iterator[tuple]:
         if not batch:
             return
         ids = [id_of(e) for e in batch]
+        # The batch's ids as a range of the study's episodes, not a list of thousands of parameters
+        # (which costs more to send and parse than the rows); rows of episodes in the range but not in
+        # the batch are never looked up.
+        of_batch = {"episode__study_id": study.pk, "episode_id__gte": ids[0], "episode_id__lte": ids[-1]}
         codings: dict[int, list[CodingRow]] = {}
-        rows = Coding.objects.filter(episode_id__in=ids).order_by("coder_id").values_list(*CodingRow._fields)
+        rows = Coding.objects.filter(**of_batch).order_by("coder_id").values_list(*CodingRow._fields)
         for row in rows:
             c = CodingRow._make(row)
             codings.setdefault(c.episode_id, []).append(c)
-        adjudications = {a.episode_id: a for a in Adjudication.objects.filter(episode_id__in=ids)}
+        adjudications = {a.episode_id: a for a in Adjudication.objects.filter(**of_batch)}
         for e, e_id in zip(batch, ids, strict=True):
             yield (
                 e,

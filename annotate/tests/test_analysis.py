@@ -326,6 +326,25 @@ def test_the_chunks_work_on_the_labels_the_job_read(paper):
     assert (back.fingerprint, back.n_episodes, back.as_of) == (labels.fingerprint, labels.n_episodes, labels.as_of)
 
 
+def test_labels_are_read_by_id_ranges_past_another_studys_episodes(study, other_study, codes, alice, bob, charlie):
+    """Batches find their codings by a range of episode ids; the other study's episodes between them
+    (coded too) change nothing."""
+    from annotate.labels import final_labels
+
+    rows, others = paper_rows(), paper_rows(3, 4)
+    for i in range(0, len(rows), 5):
+        build(study, rows[i : i + 5], codes, [alice, bob])
+        build(other_study, others[i // 5 :: 9], codes, [charlie, alice])
+    small = [(e.id, label) for e, label in final_labels(study, chunk=3)]
+    assert small == [(e.id, label) for e, label in final_labels(study, chunk=10_000)]
+    assert len(small) == len(rows)
+    doc = run_json("analyze", "--study", study.slug, "--bootstrap", "200", "--seed", "3")
+    expected = expected_counts(rows)
+    for kind in doc["kinds"]:
+        assert kind["counts"] == expected[kind["kind"]], kind["kind"]
+    assert doc["excluded"]["by_reason"] == dict(sorted(expected_excluded(rows).items()))
+
+
 @pytest.mark.parametrize("parts", [2, 3, 7])
 def test_labels_read_in_parts_join_into_the_same_arrays(paper, make_episode, parts):
     from annotate.analysis import codebook_axes, label_arrays, label_id_ranges, label_part, labels_join
