@@ -80,29 +80,36 @@ def chunk_ranges(total_blocks: int, chunks: int) -> list[tuple[int, int]]:
 
 def labels_pack(labels: LabelArrays) -> str:
     """The label arrays as one compressed JSON-safe string, so chunks and the combine step
-    work on the snapshot the job read instead of querying the study again."""
+    work on the snapshot the job read instead of querying the study again.
+
+    Cluster names travel as a JSON list (a numpy string array of them is several times larger
+    and slow to compress), and everything is compressed once, quickly: this is on the job's
+    serial path."""
     buf = io.BytesIO()
-    cluster = labels.cluster.astype(str) if labels.cluster.size else np.zeros(0, dtype="U1")
-    np.savez_compressed(buf, cluster=cluster, **{name: getattr(labels, name) for name in _ARRAYS})
+    np.savez(buf, **{name: getattr(labels, name) for name in _ARRAYS})
     meta = {
+        "cluster": labels.cluster.tolist(),
         "excluded": {kind: dict(counter) for kind, counter in labels.excluded.items()},
         "holdout": [[e_id, kind, title, asdict(label)] for e_id, kind, title, label in labels.holdout],
         "n_episodes": labels.n_episodes,
         "fingerprint": labels.fingerprint,
         "as_of": labels.as_of,
     }
-    blob = json.dumps({"arrays": base64.b64encode(buf.getvalue()).decode(), "meta": meta}).encode()
-    return base64.b64encode(zlib.compress(blob, 6)).decode()
+    arrays = buf.getvalue()
+    blob = len(arrays).to_bytes(8, "little") + arrays + json.dumps(meta).encode()
+    return base64.b64encode(zlib.compress(blob, 1)).decode()
 
 
 def labels_unpack(packed: str) -> LabelArrays:
     from collections import Counter
 
-    data = json.loads(zlib.decompress(base64.b64decode(packed)))
-    with np.load(io.BytesIO(base64.b64decode(data["arrays"])), allow_pickle=False) as arrays:
+    blob = zlib.decompress(base64.b64decode(packed))
+    size = int.from_bytes(blob[:8], "little")
+    with np.load(io.BytesIO(blob[8 : 8 + size]), allow_pickle=False) as arrays:
         ints = {name: arrays[name].astype(np.int64) for name in _ARRAYS}
-        cluster = np.asarray(arrays["cluster"].tolist(), dtype=object)
-    meta = data["meta"]
+    meta = json.loads(blob[8 + size :])
+    cluster = np.empty(len(meta["cluster"]), dtype=object)
+    cluster[:] = meta["cluster"]
     return LabelArrays(
         **ints,
         cluster=cluster,
