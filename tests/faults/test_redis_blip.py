@@ -17,6 +17,7 @@ from .conftest import CSRF_RE, app_env, logged_in, many_episodes, wait_for
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 OUTAGE_S = 30
+CODER_PAUSE_S = 0.2
 CODES = {"failure_type": "EXT-01", "source": "tool_service", "stage": "iterative_execution",
          "capability": "actuation", "confidence": "high"}  # fmt: skip
 
@@ -101,10 +102,12 @@ def test_a_30_second_redis_outage_fails_no_request_and_loses_no_job(
             body["job_status_at_post"] = Job.objects.get(pk=body["suggestion_job"]).status
         return response.status_code
 
+    # Coders pace themselves (0.2 s between saves) so that 300 episodes each outlast the run on any machine: unpaced,
+    # a fast save let a client use up its episodes during the outage and have nothing left to go on with after it.
     clients = [
-        Client("api-bob", api_save(api_bob), episodes[0:300]),
-        Client("api-carol", api_save(api_carol), episodes[300:600]),
-        Client("pages-dave", page_save, episodes[600:900]),
+        Client("api-bob", api_save(api_bob), episodes[0:300], pause_s=CODER_PAUSE_S),
+        Client("api-carol", api_save(api_carol), episodes[300:600], pause_s=CODER_PAUSE_S),
+        Client("pages-dave", page_save, episodes[600:900], pause_s=CODER_PAUSE_S),
         Client("incidents", post_incident, list(range(10_000)), pause_s=0.5),
     ]
     for client in clients:
@@ -118,8 +121,12 @@ def test_a_30_second_redis_outage_fails_no_request_and_loses_no_job(
     time.sleep(OUTAGE_S)
     private_redis.start()
     back = time.monotonic()
-    wait_for(lambda: all(len([t for t, _ in c.statuses if t > back]) >= 3 for c in clients), 120,
-             "every client to go on after the outage")  # fmt: skip
+    try:
+        wait_for(lambda: all(len([t for t, _ in c.statuses if t > back]) >= 3 for c in clients), 120,
+                 "every client to go on after the outage")  # fmt: skip
+    except AssertionError as exc:
+        after = {c.name: (len([t for t, _ in c.statuses if t > back]), len(c.statuses), len(c.items)) for c in clients}
+        raise AssertionError(f"{exc}; (answers after, answers, items) per client: {after}") from None
     for client in clients:
         client.stop.set()
     for client in clients:
