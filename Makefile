@@ -29,11 +29,11 @@ run: setup
 	$(PY) manage.py runserver 127.0.0.1:8000
 
 # Tests run in TEST_JOBS processes (pytest-xdist; `auto` = one per core), each on its own test database;
-# work-stealing keeps the long fault and bench tests, which mostly wait, beside the CPU-bound ones.
+# the long fault and bench tests, which mostly wait, are handed out first, one test at a time (conftest.py).
 # TEST_JOBS=0 runs them in this one process.
 TEST_JOBS ?= auto
 test: $(VENV)/.dev
-	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -18,6 +18,27 @@ CODEBOOK = Path(settings.BASE_DIR) / "fixtures" / "codebook-v1.json"
 PASSWORD = "correct horse battery staple"
 
 
+# Under pytest-xdist (make test), the long tests go first and one at a time to whichever process is free: the fault
+# tests (minutes each, mostly waiting on the processes they start) and the bench smoke runs then overlap the
+# thousand short tests instead of queuing at the end of one process and stretching the run.
+LONG_FIRST = (
+    "tests/faults/test_no_consumer.py",
+    "tests/faults/test_redis_blip.py",
+    "bench/tests/test_load_bench.py",
+    "bench/tests/test_scale_bench.py",
+    "tests/faults/",
+    "bench/tests/",
+)
+
+
+def _long_rank(nodeid: str) -> int:
+    return next((i for i, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: _long_rank(item.nodeid))  # stable: file order within each rank
+
+
 def services_required() -> bool:
     return os.environ.get("FAULTLINE_REQUIRE_SERVICES", "") in {"1", "true", "yes"}
 
