@@ -53,6 +53,8 @@ def test_the_board_groups_open_incidents_by_responsibility_source(client, alice,
     html = page.content.decode()
     assert "<script>alert" not in html and "&lt;script&gt;" in html
     assert page.context["total"] == 3
+    # A card reported a moment ago says so, not "0 minutes ago".
+    assert "0 minutes" not in html and "now" in html
 
 
 @pytest.mark.parametrize(
