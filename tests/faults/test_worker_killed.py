@@ -6,8 +6,10 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count
 
 from annotate.models import Document, Episode, Job, JobStatus, Suggestion
@@ -52,6 +54,16 @@ def job_env(redis, queue: str, **extra: str) -> dict:
                    FAULTLINE_REQUEUE_EVERY_S="2", FAULTLINE_REQUEUE_AFTER_S="1", **extra)  # fmt: skip
 
 
+def hold_share_lock(table: str) -> psycopg.Connection:
+    """A connection of the test's own holding a SHARE lock on `table` (writers wait; readers do not)."""
+    db = connection.settings_dict
+    conn = psycopg.connect(
+        dbname=db["NAME"], user=db["USER"], host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, autocommit=False
+    )
+    conn.execute(f"LOCK TABLE {table} IN SHARE MODE")
+    return conn
+
+
 def reload(job: Job) -> Job:
     job.refresh_from_db()
     return job
@@ -85,15 +97,24 @@ def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whol
         worker = processes.worker(env, "kill", concurrency=2)
         processes.beat(env)
 
-        def both_under_way():
-            imported = reload(imp).checkpoint.get("import", {}).get("records", 0)
-            return imported >= 3000 and Suggestion.objects.count() == 2 * CHUNK["openai"] and llm.inflight
+        def imported() -> int:
+            return reload(imp).checkpoint.get("import", {}).get("records", 0)
 
-        # The third chunk's request hangs for 120 s and the import takes longer than a minute: polling four
-        # times a second catches both mid-way without taking the database from them.
-        wait_for(both_under_way, 300, "the import and the batch to commit some of their work", interval=0.25)
-        kill_whole(worker)
-        killed_at = time.monotonic()
+        # The import is caught mid-way however fast this machine imports (COPY writes 40,000 issues in seconds):
+        # once it has committed a few batches, a connection of the test's own takes a SHARE lock on the
+        # documents table, so the import's next batch waits for it, as a slow disk would make it wait.
+        wait_for(lambda: imported() >= 3000, 300, "the import to commit some batches", interval=0.05)
+        blocker = hold_share_lock("annotate_document")
+        try:
+            assert imported() < N, "the import finished before the test could catch it mid-way"
+            # The third chunk's request hangs for 120 s: the batch is caught with two chunks committed.
+            wait_for(lambda: Suggestion.objects.count() == 2 * CHUNK["openai"] and llm.inflight, 300,
+                     "the batch to commit two chunks", interval=0.25)  # fmt: skip
+            kill_whole(worker)
+            killed_at = time.monotonic()
+        finally:
+            blocker.rollback()
+            blocker.close()
         assert runs_counted.runs() == {imp.pk: 1, batch.pk: 1}
         llm.default = "valid"
         stopped_at = reload(imp).checkpoint["import"]["records"]
