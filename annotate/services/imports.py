@@ -321,21 +321,28 @@ def _document_values(record: Record, digest: str) -> dict[str, Any]:
     }
 
 
-def _queue_keys_set(study: Study, episode_ids: list[int]) -> None:
-    """Give new episodes their place in the study's random order (it hashes the episode id)."""
-    table = connection.ops.quote_name(Episode._meta.db_table)
-    keys = [(queue_key_for(study, pk), pk) for pk in episode_ids]
+def column_by_id_update(model, column: str, pg_type: str, pairs: list[tuple[Any, int]]) -> None:
+    """Set `column` of many rows of `model`, each to its own value: `pairs` is [(value, id), ...], values already
+    prepared for the database. PostgreSQL gets one UPDATE ... FROM (VALUES ...) (executemany would still be one
+    UPDATE per row on the server); SQLite runs executemany in-process on one prepared statement."""
+    if not pairs:
+        return
+    table = connection.ops.quote_name(model._meta.db_table)
+    name = connection.ops.quote_name(model._meta.get_field(column).column)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # One statement; executemany would still be one UPDATE per row on the server.
-            values = ", ".join(["(%s::bigint, %s::bigint)"] * len(keys))
+            values = ", ".join([f"(%s::{pg_type}, %s::bigint)"] * len(pairs))
             cursor.execute(
-                f"UPDATE {table} AS e SET queue_key = v.k FROM (VALUES {values}) AS v(k, id) WHERE e.id = v.id",  # noqa: S608
-                [x for pair in keys for x in pair],
+                f"UPDATE {table} AS t SET {name} = v.x FROM (VALUES {values}) AS v(x, id) WHERE t.id = v.id",  # noqa: S608
+                [x for pair in pairs for x in pair],
             )
         else:
-            # SQLite runs executemany in-process on one prepared statement: already fast.
-            cursor.executemany(f"UPDATE {table} SET queue_key = %s WHERE id = %s", keys)  # noqa: S608
+            cursor.executemany(f"UPDATE {table} SET {name} = %s WHERE id = %s", pairs)  # noqa: S608 - model names
+
+
+def _queue_keys_set(study: Study, episode_ids: list[int]) -> None:
+    """Give new episodes their place in the study's random order (it hashes the episode id)."""
+    column_by_id_update(Episode, "queue_key", "bigint", [(queue_key_for(study, pk), pk) for pk in episode_ids])
 
 
 def _existing(study: Study, batch: list[Record]) -> dict[tuple[str, str], tuple[int, str]]:

@@ -21,7 +21,7 @@ from django.db.models import Max, Q
 from ..importers import ImportFileError
 from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
 from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
-from .imports import ImportResult, _RawWriter, import_records, record_hash, upload_store
+from .imports import ImportResult, _RawWriter, column_by_id_update, import_records, record_hash, upload_store
 
 ProgressFn = Callable[[int, int], None]
 BATCH = 200
@@ -104,20 +104,7 @@ def _references_write(study: Study, refs: dict[str, dict]) -> None:
     ).values_list("pk", "reference", "document__external_id")
     field = Episode._meta.get_field("reference")
     stale = [(field.get_db_prep_save(refs[ext], connection), pk) for pk, current, ext in rows if current != refs[ext]]
-    if not stale:
-        return
-    table = connection.ops.quote_name(Episode._meta.db_table)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # One statement: executemany would still be one UPDATE per episode on the server.
-            values = ", ".join(["(%s::jsonb, %s::bigint)"] * len(stale))
-            cursor.execute(
-                f"UPDATE {table} AS e SET reference = v.r FROM (VALUES {values}) AS v(r, id) WHERE e.id = v.id",  # noqa: S608
-                [x for pair in stale for x in pair],
-            )
-        else:
-            # SQLite runs executemany in-process on one prepared statement.
-            cursor.executemany(f"UPDATE {table} SET reference = %s WHERE id = %s", stale)  # noqa: S608 - model name
+    column_by_id_update(Episode, "reference", "jsonb", stale)
 
 
 def _write(
