@@ -22,15 +22,6 @@ RANKING = "els => els.map(e => [e.dataset.code, (e.querySelector('.why') || {}).
 
 
 @pytest.fixture
-def carol(study, django_user_model):
-    from annotate.services import membership_set
-
-    user = django_user_model.objects.create_user(username="carol", password=PASSWORD)
-    membership_set(study=study, user=user, role="coder")
-    return user
-
-
-@pytest.fixture
 def disagreement(study, make_episode, codes, bob, carol):
     """bob and carol agree on stage and capability, not on type or source."""
     from annotate.services.studies import CodingValues, coding_save

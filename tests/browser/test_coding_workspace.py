@@ -20,15 +20,6 @@ BODIES = [
 
 
 @pytest.fixture
-def carol(study, django_user_model):
-    from annotate.services import membership_set
-
-    user = django_user_model.objects.create_user(username="carol", password=PASSWORD)
-    membership_set(study=study, user=user, role="coder")
-    return user
-
-
-@pytest.fixture
 def episodes(study, make_episode):
     study.queue_order = "import"
     study.save()

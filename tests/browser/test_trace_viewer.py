@@ -20,15 +20,6 @@ if not WHO.is_dir():
 
 
 @pytest.fixture
-def carol(study, django_user_model):
-    from annotate.services import membership_set
-
-    user = django_user_model.objects.create_user(username="carol", password=PASSWORD)
-    membership_set(study=study, user=user, role="coder")
-    return user
-
-
-@pytest.fixture
 def traces(study):
     from annotate.models import Episode
     from annotate.services.traces import import_traces
