@@ -143,7 +143,8 @@ class TriageStatus(models.TextChoices):
 
 
 class Document(models.Model):
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="documents")
+    # No index of its own: every index below starts with study_id, and each one more costs every import.
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="documents", db_index=False)
     kind = models.CharField(max_length=20, choices=DocumentKind.choices)
     external_id = models.CharField(max_length=500)
     url = models.URLField(max_length=1000, blank=True)
@@ -164,8 +165,14 @@ class Document(models.Model):
 
     # Incident triage (kind=incident only).
     triage_status = models.CharField(max_length=10, choices=TriageStatus.choices, blank=True)
+    # Indexed only where set (document_assignee_idx): imports write NULL, which costs no index entry.
     assignee = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_incidents"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="assigned_incidents",
+        db_index=False,
     )
     severity = models.CharField(max_length=20, blank=True)
     occurred_at = models.DateTimeField(null=True, blank=True)
@@ -180,6 +187,8 @@ class Document(models.Model):
             models.Index(fields=["study", "triage_status"]),
             # Keyset pages of a study's documents, and a search's newest matches, without walking other studies.
             models.Index(fields=["study", "id"], name="document_study_id_idx"),
+            # Deleting a user sets their incidents' assignee to NULL; the few assigned rows are all indexed.
+            models.Index(fields=["assignee"], condition=Q(assignee__isnull=False), name="document_assignee_idx"),
         ]
         ordering = ["id"]
 
@@ -202,9 +211,11 @@ class EpisodeStatus(models.TextChoices):
 
 
 class Episode(models.Model):
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="episodes")
+    # Neither key has an index of its own: episode_document_order_unique starts with document_id,
+    # and every index below starts with study_id; each one more costs every import.
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="episodes", db_index=False)
     # Denormalised from document.study so the queue and analysis filter one table.
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="episodes")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="episodes", db_index=False)
     excerpt = models.TextField(blank=True)  # empty means the whole document body
     start = models.PositiveIntegerField(null=True, blank=True)
     end = models.PositiveIntegerField(null=True, blank=True)
