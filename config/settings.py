@@ -188,6 +188,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = envint("FAULTLINE_MAX_BODY_MB", 10) * 1024 * 1024
 # around it. Set the proxy's limit (nginx client_max_body_size) to FAULTLINE_MAX_REQUEST_MB too.
 FAULTLINE_MAX_ANON_BODY_KB = envint("FAULTLINE_MAX_ANON_BODY_KB", 64)
 FAULTLINE_MAX_REQUEST_MB = max(FAULTLINE_MAX_UPLOAD_MB, envint("FAULTLINE_MAX_BODY_MB", 10)) + 1
+# Connections an import job writes its batches with at once, on PostgreSQL (SQLite always uses one).
+FAULTLINE_IMPORT_WRITERS = envint("FAULTLINE_IMPORT_WRITERS", 2)
 
 # Security. Production-grade values apply whenever DEBUG is off.
 SESSION_COOKIE_HTTPONLY = True

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import date, time
 from itertools import islice
 from pathlib import Path
-from queue import Full, Queue
+from queue import Empty, Full, Queue
 from typing import Any, TypeVar
 
 import orjson
@@ -574,6 +574,168 @@ def import_file(
     return result
 
 
+def _spool_line(items: list[Record | Skip], digests: list[str | None]) -> bytes:
+    """One spooled batch as one line of JSON: each record's fields and its content hash, or a skip."""
+    rows = [
+        ["s", item.reason, item.external_id]
+        if isinstance(item, Skip)
+        else [
+            str(item.kind),
+            item.external_id,
+            item.cluster,
+            item.title,
+            item.body,
+            item.url,
+            item.labels,
+            item.meta,
+            item.raw,
+            digest,
+        ]
+        for item, digest in zip(items, digests, strict=True)
+    ]
+    try:
+        return b"o" + orjson.dumps(rows) + b"\n"
+    except TypeError:  # an integer over 64 bits, say, in a record's raw JSON
+        return b"j" + json.dumps(rows, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
+
+
+def _spool_batch(line: bytes) -> tuple[list[Record | Skip], dict[tuple[str, str], str]]:
+    rows = orjson.loads(line[1:]) if line[:1] == b"o" else json.loads(line[1:])
+    items: list[Record | Skip] = []
+    digests: dict[tuple[str, str], str] = {}
+    for row in rows:
+        if row[0] == "s" and len(row) == 3:
+            items.append(Skip(reason=row[1], external_id=row[2]))
+            continue
+        kind, external_id, cluster, title, body, url, labels, meta, raw, digest = row
+        items.append(Record(kind, external_id, cluster, title, body, url, labels, meta, raw))
+        # The first of two records with one key is the one imported (the second is a duplicate).
+        digests.setdefault((kind, external_id), digest)
+    return items, digests
+
+
+def spool_path_for(path: Path) -> Path:
+    return path.with_name(path.name + ".spool")
+
+
+def _spool_write(path: Path, *, include_prs: bool) -> tuple[Path, int]:
+    """Parse the whole file once, in batches of BATCH_SIZE, into a spool beside it: each batch's records
+    and their hashes as a line of JSON. Raises ImportFileError, writing no spool, for a malformed file.
+
+    A record whose key came earlier in the file is spooled as a Skip ("duplicate in this import"),
+    so batches can be written in any order, by several connections at once. The writing pass
+    then reads the spool instead of parsing the file a second time. The spool is renamed into
+    place only when whole, so a retried job reuses it or makes it anew.
+    Returns the spool and the number of items (records and skips) in the file."""
+    spool = spool_path_for(path)
+    part = spool.with_name(spool.name + ".part")
+    total = 0
+    seen: set[tuple[str, str]] = set()
+    try:
+        with part.open("wb") as out, closing(prefetched(iter_file(path, include_prs=include_prs))) as items:
+            while chunk := list(islice(items, BATCH_SIZE)):
+                for i, item in enumerate(chunk):
+                    if isinstance(item, Record):
+                        key = (item.kind, item.external_id)
+                        if key in seen:
+                            chunk[i] = Skip(reason="duplicate in this import", external_id=item.external_id)
+                        seen.add(key)
+                digests = [record_hash(item) if isinstance(item, Record) else None for item in chunk]
+                out.write(_spool_line(chunk, digests))
+                total += len(chunk)
+        part.replace(spool)
+    finally:
+        part.unlink(missing_ok=True)
+    return spool, total
+
+
+def import_writers() -> int:
+    """How many connections write an import's batches at once: FAULTLINE_IMPORT_WRITERS on PostgreSQL
+    (default 2), where each batch's inserts, full-text vectors and index entries cost the server far
+    more than the spool costs us; always 1 on SQLite, which has one writer, and inside a transaction,
+    whose uncommitted rows other connections cannot see."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return 1
+    return max(1, settings.FAULTLINE_IMPORT_WRITERS)
+
+
+class _Batches:
+    """Which of the spool's batches have committed, and the counts so far, shared by the writers.
+
+    A checkpoint names the committed batches as `through` (every batch before it) and `also`
+    (later ones that a faster writer committed first); a checkpoint from before batches were
+    numbered gives only `records`, a prefix of the file."""
+
+    def __init__(self, resume: dict[str, Any] | None, total: int):
+        self.total = total
+        self.lock = threading.Lock()
+        if resume:
+            self.records = resume["records"]
+            self.result = ImportResult.from_dict(resume["result"])
+            self.through = resume.get("through")
+            self.also = set(resume.get("also") or ())
+        else:
+            self.records, self.result, self.through, self.also = 0, ImportResult(), 0, set()
+        self.prefix = self.records if self.through is None else None  # the old form
+
+    def pending(self, index: int, start: int, items: list) -> list | None:
+        """The items of batch `index` (its first item is the file's `start`-th) still to write, or None."""
+        if self.prefix is None:
+            return None if index < self.through or index in self.also else items
+        if start + len(items) <= self.prefix:
+            return None
+        return items[max(0, self.prefix - start) :]
+
+    def commit(self, index: int, n: int, result: ImportResult) -> dict[str, Any]:
+        """Count a batch as written (the caller holds `lock`); returns the checkpoint to save."""
+        self.records += n
+        for name in ("created", "updated", "unchanged", "skipped"):
+            setattr(self.result, name, getattr(self.result, name) + getattr(result, name))
+        self.result.skip_reasons.update(result.skip_reasons)
+        if self.prefix is None:
+            self.also.add(index)
+            while self.through in self.also:
+                self.also.remove(self.through)
+                self.through += 1
+        state: dict[str, Any] = {"records": self.records, "total": self.total, "result": self.result.as_dict()}
+        if self.prefix is None:
+            state.update(through=self.through, also=sorted(self.also))
+        return state
+
+    def snapshot(self) -> tuple:
+        return (self.records, self.result.as_dict(), self.through, set(self.also))
+
+    def restore(self, saved: tuple) -> None:
+        self.records, result, self.through, self.also = saved
+        self.result = ImportResult.from_dict(result)
+
+
+def _write_spooled_batch(
+    *, study: Study, index: int, items: list, digests: dict, fresh: bool, batches: _Batches, on_batch
+) -> None:
+    """One batch in one transaction, with its checkpoint. The checkpoint is taken under the shared lock
+    and the lock is held until the commit, so checkpoints commit in the order they were counted."""
+    held = False
+    saved = None
+    try:
+        with transaction.atomic():
+            result = import_records(study=study, records=items, result=ImportResult(), seen=set(), fresh=fresh,
+                                    digests=digests)  # fmt: skip
+            batches.lock.acquire()
+            held = True
+            saved = batches.snapshot()
+            state = batches.commit(index, len(items), result)
+            if on_batch is not None:
+                on_batch(state)
+    except BaseException:
+        if held and saved is not None:
+            batches.restore(saved)
+        raise
+    finally:
+        if held:
+            batches.lock.release()
+
+
 def import_file_resumable(
     *,
     study: Study,
@@ -582,47 +744,126 @@ def import_file_resumable(
     resume: dict[str, Any] | None = None,
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     progress: ProgressFn | None = None,
+    writers: int | None = None,
 ) -> ImportResult:
     """Import a file in committed batches, so that a retried job continues where the last one stopped.
 
-    The file is read once first without writing anything: a malformed file still
-    raises ImportFileError and writes nothing. Then every `BATCH_SIZE` records
-    commit in a transaction of their own, together with `on_batch(state)`, where
-    `state` holds how many records are done, the file's record count and the
-    counts so far. Pass the last committed state as `resume` to continue after it:
-    records before that point are read again only to catch later duplicates.
+    The file is parsed once first, into a spool beside it (_spool_write), without
+    writing to the database: a malformed file still raises ImportFileError and
+    writes nothing. Then every batch of the spool commits in a transaction of its
+    own, together with `on_batch(state)`, where `state` holds how many records are
+    done, the file's record count, the counts so far and which batches committed.
+    Pass the last committed state as `resume` to continue after it. `writers`
+    connections (import_writers() by default) write batches at once. The spool is
+    deleted at the end, and kept when a batch fails, for the retry.
     """
     path = Path(path)
     if not path.is_file():
         raise ImportFileError(f"no such file: {path}")
-    if resume:
-        done, total, result = resume["records"], resume["total"], ImportResult.from_dict(resume["result"])
+    spool = spool_path_for(path)
+    if resume and spool.is_file():
+        total = resume["total"]
     else:
-        done, result = 0, ImportResult()
-        total = sum(1 for _ in iter_file(path, include_prs=include_prs))
+        spool, total = _spool_write(path, include_prs=include_prs)
+    batches = _Batches(resume, total)
+    writers = writers or import_writers()
     if progress is not None:
-        progress(done, total)
-    seen: set[tuple[str, str]] = set()
+        progress(batches.records, total)
     fresh = not Document.objects.filter(study=study).exists()
-    with closing(prefetched(iter_file(path, include_prs=include_prs))) as records:
-        for item in islice(records, done):
-            if isinstance(item, Record):
-                seen.add((item.kind, item.external_id))
-        while chunk := list(islice(records, BATCH_SIZE)):
+
+    def work() -> Iterator[tuple[int, list, dict]]:
+        position = 0
+        with spool.open("rb") as lines:
+            for index, line in enumerate(lines):
+                items, digests = _spool_batch(line)
+                start, position = position, position + len(items)
+                todo = batches.pending(index, start, items)
+                if todo:
+                    yield index, todo, digests
+
+    def write(index: int, items: list, digests: dict) -> None:
+        _write_spooled_batch(study=study, index=index, items=items, digests=digests, fresh=fresh, batches=batches,
+                             on_batch=on_batch)  # fmt: skip
+
+    try:
+        if writers == 1:
+            for index, items, digests in work():
+                write(index, items, digests)
+                if progress is not None:
+                    progress(batches.records, total)
+        else:
+            _write_in_threads(work(), write, writers, lambda: progress and progress(batches.records, total))
+    except IntegrityError as exc:
+        raise ImportFileError(
+            "another import wrote some of these documents at the same time; run this one again "
+            f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
+        ) from exc
+    spool.unlink(missing_ok=True)
+    return batches.result
+
+
+def _write_in_threads(tasks: Iterator[tuple], write: Callable[..., None], writers: int, report: Callable) -> None:
+    """Run write(*task) for every task on `writers` threads, each with its own database connection;
+    `report()` runs in this thread after each task. The first error stops the rest (a batch in
+    flight finishes or rolls back) and is raised here."""
+    from django.db import connections
+
+    todo: Queue = Queue(maxsize=writers)
+    finished: Queue = Queue()
+    failed = threading.Event()
+    stop = object()
+
+    def run() -> None:
+        try:
+            while (task := todo.get()) is not stop:
+                if failed.is_set():
+                    continue
+                try:
+                    write(*task)
+                except BaseException as exc:  # handed to the main thread, which raises it
+                    failed.set()
+                    finished.put(exc)
+                    continue
+                finished.put(None)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, name=f"import-writer-{i}", daemon=True) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    errors: list[BaseException] = []
+
+    def drain(block: bool) -> None:
+        while True:
             try:
-                with transaction.atomic():
-                    import_records(study=study, records=chunk, result=result, seen=seen, fresh=fresh)
-                    done += len(chunk)
-                    if on_batch is not None:
-                        on_batch({"records": done, "total": total, "result": result.as_dict()})
-            except IntegrityError as exc:
-                raise ImportFileError(
-                    "another import wrote some of these documents at the same time; run this one again "
-                    f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
-                ) from exc
-            if progress is not None:
-                progress(done, total)
-    return result
+                got = finished.get(block=block, timeout=0.05 if block else None)
+            except Empty:
+                return
+            if got is None:
+                report()
+            else:
+                errors.append(got)
+            block = False
+
+    try:
+        for task in tasks:
+            while not failed.is_set():
+                try:
+                    todo.put(task, timeout=0.05)
+                    break
+                except Full:
+                    drain(block=False)
+            drain(block=False)
+            if failed.is_set():
+                break
+    finally:
+        for _ in threads:
+            todo.put(stop)
+        for thread in threads:
+            thread.join()
+        drain(block=False)
+    if errors:
+        raise errors[0]
 
 
 def import_github_repo(
@@ -770,6 +1011,7 @@ def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
         )
     except ImportFileError as exc:
         path.unlink(missing_ok=True)
+        spool_path_for(path).unlink(missing_ok=True)
         kept = ((job.checkpoint or {}).get("import") or {}).get("records", 0)
         if not kept:
             raise ImportFileError(f"{name}: {exc}. Nothing was imported.") from None
@@ -777,6 +1019,7 @@ def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
             f"{name}: {exc}. The first {kept} records were imported and are kept; importing the file again skips them."
         ) from None
     path.unlink(missing_ok=True)
+    spool_path_for(path).unlink(missing_ok=True)
     summary = result.as_dict()
     if result.created and job.study.suggest_on_import:
         summary["suggestion_job"] = _suggestions_after_import(job)

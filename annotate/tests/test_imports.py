@@ -340,3 +340,37 @@ def test_an_import_into_an_empty_study_never_looks_for_existing_documents(study,
     assert Document.objects.get(study=study, external_id="a/b#3").title == "t3"
     result = import_file(study=study, path=tmp_path / "many.json")  # now it has documents: look them up
     assert (result.created, result.unchanged, len(lookups)) == (0, 2500, 3)
+
+
+FIELDS = ["kind", "external_id", "cluster", "title", "body", "url", "labels", "meta", "raw", "content_hash"]
+
+
+@pytest.mark.parametrize("name", ["github_issues.json", "literature.bib", "literature.ris", "literature.csv", "tricky"])
+def test_the_spooled_import_stores_exactly_what_the_direct_one_does(study, other_study, tmp_path, name):
+    """A job reads its file once into a spool and writes from it: every field, hash and count must come out
+    as from the file itself, including what orjson cannot write (an integer over 64 bits)."""
+    from annotate.services.imports import import_file_resumable, spool_path_for
+
+    if name == "tricky":
+        tricky = 'back\\slash \\N tab\there new\nline "q" café 😀 \u2028 end\\'
+        items = [
+            {"number": 1, "title": tricky, "body": tricky, "repository_url": "https://api.github.com/repos/a/b",
+             "labels": [{"name": "a\\b\tc"}], "extra": {"k\\t": [tricky, None, 1.5, True, 2**70]}},
+            {"number": 2, "title": "plain", "repository_url": "https://api.github.com/repos/a/b", "body": None},
+            {"number": 2, "title": "again", "repository_url": "https://api.github.com/repos/a/b"},
+        ]  # fmt: skip
+        path = tmp_path / "tricky.json"
+        path.write_text(json.dumps(items))
+    else:
+        path = tmp_path / name
+        path.write_bytes((SAMPLES / name).read_bytes())
+    direct = import_file(study=study, path=path)
+    spooled = import_file_resumable(study=other_study, path=path)
+    assert spooled.as_dict() == direct.as_dict()
+    assert not spool_path_for(path).exists()
+
+    def stored(s):
+        return sorted(Document.objects.filter(study=s).values_list(*FIELDS), key=lambda row: row[1])
+
+    assert stored(other_study) == stored(study)
+    assert Episode.objects.filter(study=other_study).count() == direct.created

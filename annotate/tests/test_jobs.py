@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -334,3 +335,113 @@ def test_progress_inside_an_atomic_job_is_visible_to_pollers(require_postgres, s
         poller.start()
         poller.join()
     assert seen == [(5, 10)]
+
+
+def test_a_job_parses_its_file_once_and_its_retry_reads_the_spool(study, alice, monkeypatch, sent):
+    from annotate.services import imports
+
+    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    parsed: list[str] = []
+    iter_file = imports.iter_file
+    monkeypatch.setattr(imports, "iter_file", lambda path, **kw: parsed.append(path.name) or iter_file(path, **kw))
+    path = issue_file(45)
+    spool = imports.spool_path_for(path)
+    job = import_job(study, alice, path)
+    die_at_checkpoint(monkeypatch, jobs, after=2)
+    with pytest.raises(WorkerDied):
+        job_run(job_id=job.pk)
+    assert parsed == [path.name] and spool.is_file()
+
+    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
+    expire_lease(job)
+    jobs_tend()
+    job = job_run(job_id=job.pk)
+    assert job.status == JobStatus.SUCCESS, job.error
+    assert parsed == [path.name]  # the retry read the spool, not the file
+    assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (45, 0, 45, 45)
+    assert Document.objects.filter(study=study).count() == 45
+    assert not path.exists() and not spool.exists()
+
+
+def test_a_retry_whose_spool_is_gone_parses_the_file_again(study, alice, monkeypatch, sent):
+    from annotate.services import imports
+
+    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    path = issue_file(45)
+    job = import_job(study, alice, path)
+    die_at_checkpoint(monkeypatch, jobs, after=3)
+    with pytest.raises(WorkerDied):
+        job_run(job_id=job.pk)
+    imports.spool_path_for(path).unlink()  # another machine's worker takes the retry, say
+
+    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
+    expire_lease(job)
+    jobs_tend()
+    job = job_run(job_id=job.pk)
+    assert job.status == JobStatus.SUCCESS, job.error
+    assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (45, 0, 45, 45)
+    assert Episode.objects.filter(study=study).count() == 45
+
+
+def test_a_malformed_upload_leaves_no_spool(study, alice, monkeypatch):
+    path = issue_file(45, bad_at=40)
+    job = job_run(job_id=import_job(study, alice, path).pk)
+    assert job.status == JobStatus.FAILED
+    spools = list(path.parent.glob(path.name + ".spool*"))
+    assert spools == [] and not path.exists()
+
+
+def test_batches_committed_out_of_order_checkpoint_as_through_and_also():
+    from annotate.services.imports import ImportResult, _Batches
+
+    batches = _Batches(None, total=50)
+    one = ImportResult(created=10)
+    assert batches.commit(1, 10, one)["through"] == 0  # batch 0 is still being written
+    state = batches.commit(3, 10, one)
+    assert (state["through"], state["also"], state["records"]) == (0, [1, 3], 20)
+    state = batches.commit(0, 10, one)
+    assert (state["through"], state["also"], state["result"]["created"]) == (2, [3], 30)
+    resumed = _Batches(state, total=50)
+    items = list(range(10))
+    assert [resumed.pending(i, i * 10, items) is not None for i in range(5)] == [False, False, True, False, True]
+    # A checkpoint from before batches were numbered: the first `records` items are done.
+    old = _Batches({"records": 25, "total": 50, "result": {"created": 25}}, total=50)
+    assert old.pending(1, 10, items) is None and old.pending(2, 20, items) == [5, 6, 7, 8, 9]
+    assert old.pending(3, 30, items) == items and "through" not in old.commit(2, 5, one)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_writers_import_every_batch_once_and_a_killed_run_resumes(require_postgres, study, alice, monkeypatch,
+                                                                       sent, settings):  # fmt: skip
+    """On PostgreSQL two connections write batches at once; checkpoints may then name batches out of order,
+    and a retry writes exactly the ones that did not commit. A key repeated across batches is imported once."""
+    from annotate.services import imports
+
+    settings.FAULTLINE_IMPORT_WRITERS = 2
+    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    path = issue_file(95)
+    issues = json.loads(path.read_text())
+    issues[72] = dict(issues[3], title="the same issue again")  # a duplicate, six batches later
+    path.write_text(json.dumps(issues))
+    used = []
+    write = imports._write_spooled_batch
+    monkeypatch.setattr(imports, "_write_spooled_batch", lambda **kw: used.append(threading.current_thread().name)
+                        or write(**kw))  # fmt: skip
+    job = import_job(study, alice, path)
+    saved = die_at_checkpoint(monkeypatch, jobs, after=4)
+    with pytest.raises(WorkerDied):
+        job_run(job_id=job.pk)
+    assert len(saved) == 4 and Document.objects.filter(study=study).count() == 40
+    assert used and set(used) <= {"import-writer-0", "import-writer-1"}  # never this thread's connection
+
+    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
+    expire_lease(job)
+    jobs_tend()
+    job = job_run(job_id=job.pk)
+    assert job.status == JobStatus.SUCCESS, job.error
+    assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (94, 0, 95, 95)
+    assert job.result["skip_reasons"] == "duplicate in this import: 1"
+    assert job.checkpoint["import"]["through"] == 10 and job.checkpoint["import"]["also"] == []
+    assert Document.objects.filter(study=study).count() == 94
+    assert Episode.objects.filter(study=study).count() == 94
+    assert Document.objects.get(study=study, external_id="acme/agent#3").title == "Tool call 3 times out"
