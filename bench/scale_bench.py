@@ -115,7 +115,8 @@ def fresh_database(url: str) -> tuple[str, callable]:
     import psycopg
 
     parts = urlsplit(url)
-    name = f"{parts.path.lstrip('/') or 'faultline'}_scale_bench"
+    # Its own name per run: two benches at once (the test suite runs two) must not drop each other's database.
+    name = f"{parts.path.lstrip('/') or 'faultline'}_scale_bench_{os.getpid()}"
     admin = urlunsplit(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -744,8 +745,7 @@ def bootstrap_only(args, work: Path, n: int, B: int, big, users, env, broker):
     coded, disagreeing = n // 5, n // 100
     path = work / "big.jsonl"
     write_issues(path, coded, max(1, n * 3 // 20 // 5), seed=len("big"))
-    figures = run_import(big.slug, path)
-    path.unlink()
+    figures = run_import(big.slug, path)  # the job deletes the file
     assert figures["created"] == coded, figures
     code_episodes(big, (users["c1"], users["c2"]), coded, disagreeing, seed=1)
     log(f"imported and coded {coded:,} episodes twice ({disagreeing:,} disagreeing)")
@@ -780,8 +780,7 @@ def http_steps(args, work: Path, codebook, users, coders, token, env, broker, su
                              coders=coders)  # fmt: skip
         path = work / f"http{size}.jsonl"
         write_issues(path, size, max(1, size * 3 // 20), seed=size)
-        run_import(study.slug, path)
-        path.unlink()
+        run_import(study.slug, path)  # the job deletes the file
         code_episodes(study, (users["c1"], users["c2"]), size // 5, max(1, size // 100), seed=3)
         studies[f"{size // 1000}k"] = study
     target = study_create(slug="httpimport", name="HTTP import", codebook=codebook, owner=users["owner"])

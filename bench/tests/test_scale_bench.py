@@ -33,3 +33,21 @@ def test_it_runs_quick_and_reports_every_figure(require_postgres, require_redis)
     assert last["bootstrap_identical"] is True
     assert last["export_rows"] == 20_000
     assert last["import_per_s"] > 0 and last["export_rows_per_s"] > 0
+
+
+HTTP_KEYS = ("save_cpu_ms", "save_p95_ms_4clients", "save_p50_ms_10k", "save_p50_ms_100k", "http_import_per_s")
+
+
+@pytest.mark.services
+def test_its_http_steps_run_quick_and_report_every_figure(require_postgres, require_redis):
+    """Gunicorn, fresh connections, a Celery worker for the import upload: the --http half, so it cannot rot."""
+    env = {**os.environ, "CELERY_BROKER_URL": settings.CELERY_BROKER_URL}
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--http-only", "--quick"],
+        capture_output=True, text=True, timeout=900, check=True, env=env,
+    )  # fmt: skip
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in HTTP_KEYS:
+        assert last[key] and last[key] > 0, key
+    assert set(last["http"]) == {"2k", "20k", "save_cpu_ms", "api_save_cpu_ms", "import"}
+    assert last["http"]["import"]["n"] == 20_000
