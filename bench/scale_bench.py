@@ -23,7 +23,8 @@ Steps, each printed as it finishes:
 5. bootstrap: a B = 10,000 analysis (2,000 in --quick) of the labelled
    episodes as a chunked job, with one worker process, then with two; the
    replicates' sha256 must be the same;
-6. with --http: through gunicorn (4 workers) and fresh connections per request,
+6. with --http: through gunicorn (4 workers, configured as in production:
+   DEBUG off, sessions and throttles in Redis) and fresh connections per request,
    a coder's GET and save, sequentially and with 4 concurrent clients, in
    studies of 10,000 and 100,000 episodes (2,000 and 20,000 in --quick): server
    CPU per save (the coding page's and the API's), p50 and p95; and an import
@@ -40,6 +41,7 @@ The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import http.client
 import json
 import os
@@ -72,6 +74,9 @@ _WORD_TEXT = (
     "browser click selector schema json parse loop step trace log output verifier test patch repo"
 )
 WORDS = _WORD_TEXT.split()
+# Saves whose server CPU is summed: the kernel counts CPU in 10 ms ticks per worker, so a few dozen saves
+# would carry an error of a tenth of a save's cost; 200 carry under 0.2 ms.
+SAVES_COUNTED = 200
 CODES = {"failure_type": "TUS-03", "source": "llm", "stage": "iterative_execution", "capability": "actuation"}
 
 
@@ -450,13 +455,32 @@ def coder_saves(port: int, slug: str, username: str, episodes: list[int], times:
         assert status in (200, 302), (status, body[:300])
 
 
+def production_env(env: dict) -> dict:
+    """The web process as docs/deploy.md deploys it: DEBUG and FAULTLINE_DEV off (manifest static files, no
+    per-request static lookups), sessions and throttle counters in Redis (next to the broker, one database
+    number up); only TLS is left to the proxy that is not there."""
+    out = {**env, "SECRET_KEY": secrets.token_urlsafe(50), "FAULTLINE_DEV": "", "DEBUG": "",
+           "FAULTLINE_SSL_REDIRECT": "0", "FAULTLINE_SECURE_COOKIES": "0", "ALLOWED_HOSTS": "127.0.0.1",
+           "LOG_LEVEL": "ERROR"}  # fmt: skip
+    broker = urlsplit(env.get("CELERY_BROKER_URL", ""))
+    if broker.scheme in ("redis", "rediss"):
+        db = int(broker.path.strip("/") or 0)
+        out["REDIS_CACHE_URL"] = urlunsplit(broker._replace(path=f"/{(db + 1) % 16}"))
+    # The hashed, compressed files the manifest storage serves; one writer at a time (the fault tests collect too).
+    with open(Path(tempfile.gettempdir()) / "faultline-collectstatic.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=out,
+                       check=True)  # fmt: skip
+    return out
+
+
 def measure_http(studies: dict, coders: list[str], http_import: tuple, env: dict, per_client: int) -> dict:
     from annotate.models import Episode
 
     port = free_port()
     web = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"],
-        cwd=ROOT, env={**env, "FAULTLINE_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "4"},
+        cwd=ROOT, env={**production_env(env), "FAULTLINE_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "4"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     out: dict = {}
@@ -504,7 +528,8 @@ def _save_cpu_ms(port: int, master: int, studies: dict, coders: list[str]) -> fl
     from annotate.models import Episode
 
     study = list(studies.values())[-1]
-    episodes = list(Episode.objects.filter(study=study, n_codings=0).order_by("?").values_list("id", flat=True)[:60])
+    uncoded = Episode.objects.filter(study=study, n_codings=0).order_by("?").values_list("id", flat=True)
+    episodes = list(uncoded[:SAVES_COUNTED])
     browser = Browser(port)
     browser.login(coders[-1])
     forms = []
@@ -515,6 +540,10 @@ def _save_cpu_ms(port: int, master: int, studies: dict, coders: list[str]) -> fl
                             "version": "", "action": "save"}))  # fmt: skip
     c0 = cpu_s(master)
     for url, data in forms:
+        # In use, the page after each save shows its "Saved" message and so clears the messages cookie. The
+        # GETs came first here, so drop the cookie as that page would have: else every save re-signs a cookie
+        # of all earlier messages, and past 2 KB writes them to the session (a query more), a cost no coder has.
+        browser.cookies.pop("messages", None)
         status, _ = browser.request("POST", url, data)
         assert status in (200, 302), status
     return round((cpu_s(master) - c0) * 1000 / len(forms), 2)
@@ -528,7 +557,8 @@ def _api_save_cpu_ms(port: int, master: int, studies: dict, coders: list[str]) -
     from annotate.services.tokens import token_create
 
     study = list(studies.values())[-1]
-    episodes = list(Episode.objects.filter(study=study, n_codings=0).order_by("?").values_list("id", flat=True)[:70])
+    uncoded = Episode.objects.filter(study=study, n_codings=0).order_by("?").values_list("id", flat=True)
+    episodes = list(uncoded[: SAVES_COUNTED + 10])
     _, key = token_create(user=get_user_model().objects.get(username=coders[0]), name="scale bench api saves")
     headers = {"Authorization": f"Token {key}", "Content-Type": "application/json"}
 
