@@ -294,6 +294,52 @@ def has_room(episode: Episode, coder, now) -> bool:
     return episode.n_codings + others < episode.study.coders_per_episode
 
 
+@dataclass(frozen=True)
+class _Places:
+    """What a first save reads under the episode's row lock (each a fresh read of committed rows)."""
+
+    mine: bool  # the coder held a live lease, which the read ended
+    others: int  # live leases of other coders
+    stale: bool  # the coder has an expired lease left to end
+    coded: bool | None  # the coder has a coding of the episode; None: not read here
+
+
+def _places_under_lock(*, episode_id: int, coder_id: int, now) -> _Places:
+    """End the coder's live lease and count the places taken, after the episode's row lock.
+
+    PostgreSQL does it in one statement, which also tells whether the coder's coding exists: its
+    snapshot is taken after the lock, so it sees every lease and coding committed before it (the
+    DELETE in the WITH is not visible to the counts, which only look at others' and expired leases).
+    Elsewhere: the DELETE, then one aggregate (`coded` is then left to the caller)."""
+    if connection.vendor == "postgresql":
+        lease, coding = Lease._meta.db_table, Coding._meta.db_table
+        sql = f"""
+            WITH mine AS (
+                DELETE FROM {lease} WHERE episode_id = %(e)s AND coder_id = %(c)s AND expires_at > %(now)s RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM mine),
+                   (SELECT count(*) FROM {lease}
+                     WHERE episode_id = %(e)s AND expires_at > %(now)s AND coder_id <> %(c)s),
+                   EXISTS (SELECT 1 FROM {lease}
+                            WHERE episode_id = %(e)s AND coder_id = %(c)s AND expires_at <= %(now)s),
+                   EXISTS (SELECT 1 FROM {coding} WHERE episode_id = %(e)s AND coder_id = %(c)s)
+        """  # noqa: S608 - table names from the models
+        with connection.cursor() as cursor:
+            cursor.execute(sql, {"e": episode_id, "c": coder_id, "now": now})
+            mine, others, stale, coded = cursor.fetchone()
+        return _Places(mine=mine > 0, others=others, stale=stale, coded=coded)
+    # (episode, coder) is unique, so deleting the coder's live lease both tells whether they held
+    # it and ends it, as the save does (a failed save rolls the delete back with everything else).
+    mine = Lease.objects.filter(episode_id=episode_id, coder_id=coder_id, expires_at__gt=now).delete()[0] > 0
+    if mine:
+        return _Places(mine=True, others=0, stale=False, coded=None)
+    leases = Lease.objects.filter(episode_id=episode_id).aggregate(
+        others=Count("pk", filter=Q(expires_at__gt=now) & ~Q(coder_id=coder_id)),
+        stale=Count("pk", filter=Q(coder_id=coder_id)),
+    )
+    return _Places(mine=False, others=leases["others"], stale=leases["stale"] > 0, coded=None)
+
+
 @transaction.atomic
 def coding_save(
     *,
@@ -321,33 +367,31 @@ def coding_save(
     if has_coding is None:
         has_coding = Coding.objects.filter(episode=episode, coder=coder).exists()
     stray = has_coding
+    absent = False  # known, under the lock, that the coder has no coding of the episode
     if not has_coding:
         now = timezone.now()
         locked = Episode.objects.select_for_update().only("status", "n_codings").get(pk=episode.pk)
         locked.study = episode.study
-        # (episode, coder) is unique, so deleting the coder's live lease both tells whether they held
-        # it and ends it, as the save does (a failed save rolls the delete back with everything else).
-        mine = Lease.objects.filter(episode=locked, coder=coder, expires_at__gt=now).delete()[0] > 0
-        room = mine
-        if not mine and locked.status != EpisodeStatus.ADJUDICATED:
-            # Others' live leases (has_room's count) and whether an expired lease of the coder is
-            # left to end, in one statement.
-            leases = Lease.objects.filter(episode=locked).aggregate(
-                others=Count("pk", filter=Q(expires_at__gt=now) & ~Q(coder=coder)),
-                stale=Count("pk", filter=Q(coder=coder)),
+        held = _places_under_lock(episode_id=locked.pk, coder_id=coder.pk, now=now)
+        if held.coded:
+            # Saved meanwhile (a second submit of the same form): the version check decides.
+            has_coding = stray = True
+        else:
+            absent = held.coded is False
+            room = held.mine or (
+                locked.status != EpisodeStatus.ADJUDICATED
+                and locked.n_codings + held.others < episode.study.coders_per_episode
             )
-            room = locked.n_codings + leases["others"] < episode.study.coders_per_episode
-            stray = leases["stale"] > 0
-        if locked.status == EpisodeStatus.ADJUDICATED or not room:
-            if Coding.objects.filter(episode=episode, coder=coder).exists():
-                # Saved meanwhile (a second submit of the same form): the version check decides.
-                has_coding = stray = True
-            else:
-                raise EpisodeFull(locked)
+            stray = held.stale and not held.mine
+            if locked.status == EpisodeStatus.ADJUDICATED or not room:
+                if held.coded is None and Coding.objects.filter(episode=episode, coder=coder).exists():
+                    has_coding = stray = True  # saved meanwhile, as above
+                else:
+                    raise EpisodeFull(locked)
         episode.n_codings = locked.n_codings
     coding = coding_write(
         episode=episode, coder=coder, values=values, version=version, from_suggestion=from_suggestion,
-        locked=not has_coding,
+        locked=not has_coding, absent=absent,
     )  # fmt: skip
     if stray:
         Lease.objects.filter(episode=episode, coder=coder).delete()  # an expired or stray lease
@@ -355,12 +399,20 @@ def coding_save(
 
 
 def coding_write(
-    *, episode: Episode, coder, values: CodingValues, version: int | None, from_suggestion=None, locked: bool = False
+    *,
+    episode: Episode,
+    coder,
+    values: CodingValues,
+    version: int | None,
+    from_suggestion=None,
+    locked: bool = False,
+    absent: bool = False,
 ) -> Coding:
     """coding_save's write once its refusals passed: validation, optimistic locking, history.
 
     Only coding_save and writers of whole studies (the demo, dataset imports) call it, inside
-    a transaction; `locked`: the caller holds the episode's row lock."""
+    a transaction; `locked`: the caller holds the episode's row lock; `absent`: under that lock,
+    the caller read that the coder has no coding of the episode (no need to look again)."""
     study = episode.study
     coding_values_validate(values=values, codebook_id=study.codebook_id)
     if values.decisive_step is not None or values.responsible_agent:
@@ -380,7 +432,8 @@ def coding_write(
         )
     if from_suggestion is not None:
         _suggestion_mark_used(suggestion=from_suggestion, episode=episode, values=values, user=coder)
-    current = Coding.objects.select_for_update().filter(episode=episode, coder=coder).first()
+    # `absent`: the caller read, under the episode's lock, that the coder has no coding of it.
+    current = None if absent else Coding.objects.select_for_update().filter(episode=episode, coder=coder).first()
     if current is None and not locked:
         # Every first coding is written under the episode's row lock, so two first codings of one
         # coder cannot race to the unique constraint: take the lock, then look again (a statement

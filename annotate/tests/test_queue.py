@@ -205,6 +205,23 @@ def test_a_second_submit_of_a_first_coding_is_a_conflict_not_a_full_episode(stud
     assert Coding.objects.filter(episode=ep).count() == 1
 
 
+def test_a_stale_no_coding_yet_with_room_left_still_meets_the_version_check(study, bob, make_episode, values):
+    """Under the lock the save looks again for the coder's coding (on PostgreSQL in the same statement that
+    counts the places): a page that still says "no coding yet" gets a conflict, or edits with the version."""
+    from annotate.services.studies import CodingConflict
+
+    ep = make_episode(study)
+    coding_save(episode=ep, coder=bob, values=values, version=None, has_coding=False)
+    with pytest.raises(CodingConflict) as conflict:
+        coding_save(episode=ep, coder=bob, values=values, version=None, has_coding=False)
+    assert conflict.value.current.version == 1
+    memo = CodingValues(**{**values.__dict__, "memo": "edited from a stale page"})
+    assert coding_save(episode=ep, coder=bob, values=memo, version=1, has_coding=False).version == 2
+    assert Coding.objects.filter(episode=ep).count() == 1
+    ep.refresh_from_db()
+    assert ep.n_codings == 1
+
+
 def test_editing_an_existing_coding_needs_no_place(study, bob, alice, coders, make_episode, values):
     ep = make_episode(study)
     coding_save(episode=ep, coder=bob, values=values, version=None)
