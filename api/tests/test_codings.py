@@ -110,3 +110,45 @@ def test_a_save_costs_a_fixed_number_of_queries(as_user, bob, study, make_episod
     # disagreement state, end any stray lease, release
     with django_assert_num_queries(10):
         assert client.post(URL, _body(first, stage="planning", version=1), format="json").status_code == 200
+
+
+def test_the_coding_representation_is_drfs_own_for_every_field(as_user, bob, alice, study, make_episode, codes):
+    """CodingSerializer reads its fields straight off the coding, for speed; it must say exactly what DRF's
+    field-by-field walk says, for full codings, 'not a failure', evidence offsets and trace attributions."""
+    from rest_framework import serializers
+
+    from annotate.services.studies import CodingValues, coding_save
+    from api.serializers.core import CodingSerializer
+
+    client = as_user(bob)
+    full = make_episode(study)
+    assert client.post(URL, _body(full, memo="m\u00e9mo", evidence="", confidence="low"), format="json").status_code == 201
+    none = make_episode(study)
+    coding_save(episode=none, coder=alice, version=None,
+                values=CodingValues(not_a_failure=True, not_a_failure_reason="a feature request"))  # fmt: skip
+    traced = make_episode(study)
+    coding_save(episode=traced, coder=alice, version=None, values=CodingValues(
+        failure_type=codes.type("TUS-03"), source=codes.source("llm"), stage=codes.stage("iterative_execution"),
+        capability=codes.capability("actuation"), evidence_start=None, decisive_step=None, responsible_agent="",
+    ))  # fmt: skip
+    codings = list(Coding.objects.order_by("pk"))
+    assert len(codings) == 3
+    # Every field set, in memory (the representation needs no validation): offsets, a step, a suggestion id.
+    from datetime import datetime, timedelta, timezone
+
+    at = datetime(2026, 5, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
+    every = Coding(pk=99, episode=full, coder=bob, failure_type=codes.type("TUS-03"), source=codes.source("llm"),
+                   stage=codes.stage("planning"), capability=codes.capability("actuation"), not_a_failure=False,
+                   needs_new_type=True, confidence="high", memo="a\nb", evidence="quoted", evidence_start=3,
+                   evidence_end=9, decisive_step=4, responsible_agent="Planner", from_suggestion_id=7, version=5,
+                   created_at=at, updated_at=at + timedelta(days=1))  # fmt: skip
+    codings.append(every)
+    for coding in codings:
+        serializer = CodingSerializer(coding)
+        drf = serializers.ModelSerializer.to_representation(serializer, coding)
+        assert serializer.data == drf
+        assert list(serializer.data) == list(drf)  # the same keys in the same order
+    many = CodingSerializer(codings, many=True).data
+    assert [dict(x) for x in many] == [serializers.ModelSerializer.to_representation(CodingSerializer(c), c)
+                                       for c in codings]  # fmt: skip
+    assert CodingSerializer(every).data["created_at"] == "2026-05-01T10:30:15.123456Z"
