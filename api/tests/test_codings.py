@@ -122,7 +122,8 @@ def test_the_coding_representation_is_drfs_own_for_every_field(as_user, bob, ali
 
     client = as_user(bob)
     full = make_episode(study)
-    assert client.post(URL, _body(full, memo="m\u00e9mo", evidence="", confidence="low"), format="json").status_code == 201
+    saved = client.post(URL, _body(full, memo="m\u00e9mo", evidence="", confidence="low"), format="json")
+    assert saved.status_code == 201
     none = make_episode(study)
     coding_save(episode=none, coder=alice, version=None,
                 values=CodingValues(not_a_failure=True, not_a_failure_reason="a feature request"))  # fmt: skip
