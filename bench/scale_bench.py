@@ -803,7 +803,9 @@ def http_steps(args, work: Path, codebook, users, coders, token, env, broker, su
     """Step 6: saves, pages and an import through gunicorn; adds its figures to the summary."""
     from annotate.services import study_create
 
-    sizes = (2_000, 20_000) if args.quick else (10_000, 100_000)
+    # The bigger study has --episodes (the smaller a tenth of it), else 20,000 with --quick, else 100,000.
+    big_n = args.episodes or (20_000 if args.quick else 100_000)
+    sizes = (big_n // 10, big_n)
     studies = {}
     for size in sizes:
         study = study_create(slug=f"http{size}", name=f"HTTP {size}", codebook=codebook, owner=users["owner"],
@@ -814,6 +816,10 @@ def http_steps(args, work: Path, codebook, users, coders, token, env, broker, su
         code_episodes(study, (users["c1"], users["c2"]), size // 5, max(1, size // 100), seed=3)
         studies[f"{size // 1000}k"] = study
     target = study_create(slug="httpimport", name="HTTP import", codebook=codebook, owner=users["owner"])
+    # Suggestions are a job of their own that the import only queues: without this the worker would suggest for
+    # every imported episode after the clock stopped, and the bench would wait for it to stop.
+    target.suggest_on_import = False
+    target.save(update_fields=["suggest_on_import"])
     path = work / "upload.jsonl"
     write_issues(path, sizes[1], sizes[1] * 3 // 20, seed=9)
     if not broker:
