@@ -254,3 +254,24 @@ def test_a_search_combines_with_the_other_filters(client, imported, alice):
     assert found & literature and found - literature
     assert set(ids(listing(client, q="agent", kind="literature"))) == found & literature
     assert set(ids(listing(client, q="agent", coded="uncoded", split="primary"))) == found
+
+
+def test_each_row_links_the_document_its_cluster_and_labels_and_counts_its_episodes(client, imported, alice, bob,
+                                                                                    codes):  # fmt: skip
+    doc = Document.objects.get(external_id="acme-agents/taskpilot#1378")
+    Document.objects.filter(pk=doc.pk).update(title="T" * 130, labels=",bug,needs info,")
+    episode = doc.episodes.get()
+    coding_save(episode=episode, coder=bob, version=None, values=CodingValues(
+        failure_type=codes.type("TUS-03"), source=codes.source("llm"), stage=codes.stage("iterative_execution"),
+        capability=codes.capability("actuation"),
+    ))  # fmt: skip
+    Episode.objects.create(document=doc, study=imported, order=1, split="holdout", excerpt="x", start=0, end=1)
+    client.force_login(alice)
+    html = listing(client, cluster="acme-agents/taskpilot")
+    row = next(r for r in html.split("<tr>") if f'documents/{doc.pk}/"' in r)
+    assert f'<a href="/studies/alpha/documents/{doc.pk}/">{"T" * 119}…</a>' in row  # truncated as truncatechars
+    assert '<span class="muted small">acme-agents/taskpilot#1378</span>' in row
+    assert "<td>GitHub issue</td>" in row
+    assert '<a href="?cluster=acme-agents/taskpilot">acme-agents/taskpilot</a>' in row
+    assert '<a class="badge" href="?label=bug">bug</a> <a class="badge" href="?label=needs%20info">needs info</a> ' in row
+    assert '<td>2 · <span class="badge ok">1 coded</span> · <span class="badge warn">1 hold-out</span></td>' in row

@@ -82,6 +82,13 @@ def test_an_imported_issue_body_renders_safely(client, study, alice, tmp_path, p
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html
     listing = client.get(reverse("document_list", args=["alpha"])).content.decode().lower()
     assert listing.count("<script") == listing.count("<script src=")
+    # The rows are built in Python (annotate.views.documents._document_rows): every value escaped there too,
+    # in the plain list and in a search's highlighted snippets.
+    for query in ({}, {"q": "payload"}):
+        page = client.get(reverse("document_list", args=["alpha"]), query).content.decode().lower()
+        table = page.split('<table class="table documents">', 1)[1].split("</table>", 1)[0]
+        assert_safe(table)
+        assert "&lt;script&gt;alert(2)&lt;/script&gt;" in table and "title " in table
 
 
 def test_the_sample_issue_with_a_raw_script_renders_safely(client, study, vera):
