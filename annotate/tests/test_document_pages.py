@@ -273,5 +273,6 @@ def test_each_row_links_the_document_its_cluster_and_labels_and_counts_its_episo
     assert '<span class="muted small">acme-agents/taskpilot#1378</span>' in row
     assert "<td>GitHub issue</td>" in row
     assert '<a href="?cluster=acme-agents/taskpilot">acme-agents/taskpilot</a>' in row
-    assert '<a class="badge" href="?label=bug">bug</a> <a class="badge" href="?label=needs%20info">needs info</a> ' in row
+    badges = '<a class="badge" href="?label=bug">bug</a> <a class="badge" href="?label=needs%20info">needs info</a> '
+    assert badges in row
     assert '<td>2 · <span class="badge ok">1 coded</span> · <span class="badge warn">1 hold-out</span></td>' in row
