@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -50,6 +51,17 @@ def die_at_checkpoint(monkeypatch, module, after: int) -> list[dict]:
 
     monkeypatch.setattr(module, "job_checkpoint_save", checkpoint)
     return saved
+
+
+def run_again(monkeypatch, job: Job) -> Job:
+    """After a kill (die_at_checkpoint): the lease runs out, the tender re-queues the job, another delivery
+    runs it to the end with real checkpoints, which must succeed."""
+    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
+    expire_lease(job)
+    jobs_tend()
+    job = job_run(job_id=job.pk)
+    assert job.status == JobStatus.SUCCESS, job.error
+    return job
 
 
 def test_the_job_page_polls_until_the_job_ends(client, bob, study):
@@ -237,7 +249,8 @@ def test_a_killed_suggestion_batch_resumes_without_redoing_work_or_passing_its_l
 def issue_file(n: int, *, bad_at: int | None = None) -> Path:
     directory = Path(settings.MEDIA_ROOT) / "imports"
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"test-jobs-{n}-{bad_at}.json"
+    # Its own name: the test processes share MEDIA_ROOT, and a job deletes its file and spool when it ends.
+    path = directory / f"test-jobs-{n}-{bad_at}-{uuid.uuid4().hex}.json"
     issues = [
         {"html_url": f"https://github.com/acme/agent/issues/{i}", "number": i, "title": f"Tool call {i} times out",
          "body": "The search tool timed out.", "state": "open", "labels": [], "user": {"login": "someone"}}
@@ -266,11 +279,7 @@ def test_a_killed_import_resumes_after_its_last_batch_and_reports_the_whole_file
     assert len(saved) == 3 and Document.objects.filter(study=study).count() == 30
     assert path.exists()  # the retry needs it
 
-    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
-    expire_lease(job)
-    jobs_tend()
-    job = job_run(job_id=job.pk)
-    assert job.status == JobStatus.SUCCESS, job.error
+    job = run_again(monkeypatch, job)
     assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (45, 0, 45, 45)
     assert Document.objects.filter(study=study).count() == 45
     assert Episode.objects.filter(study=study).count() == 45
@@ -352,11 +361,7 @@ def test_a_job_parses_its_file_once_and_its_retry_reads_the_spool(study, alice, 
         job_run(job_id=job.pk)
     assert parsed == [path.name] and spool.is_file()
 
-    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
-    expire_lease(job)
-    jobs_tend()
-    job = job_run(job_id=job.pk)
-    assert job.status == JobStatus.SUCCESS, job.error
+    job = run_again(monkeypatch, job)
     assert parsed == [path.name]  # the retry read the spool, not the file
     assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (45, 0, 45, 45)
     assert Document.objects.filter(study=study).count() == 45
@@ -374,11 +379,7 @@ def test_a_retry_whose_spool_is_gone_parses_the_file_again(study, alice, monkeyp
         job_run(job_id=job.pk)
     imports.spool_path_for(path).unlink()  # another machine's worker takes the retry, say
 
-    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
-    expire_lease(job)
-    jobs_tend()
-    job = job_run(job_id=job.pk)
-    assert job.status == JobStatus.SUCCESS, job.error
+    job = run_again(monkeypatch, job)
     assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (45, 0, 45, 45)
     assert Episode.objects.filter(study=study).count() == 45
 
@@ -434,11 +435,7 @@ def test_two_writers_import_every_batch_once_and_a_killed_run_resumes(require_po
     assert len(saved) == 4 and Document.objects.filter(study=study).count() == 40
     assert used and set(used) <= {"import-writer-0", "import-writer-1"}  # never this thread's connection
 
-    monkeypatch.setattr(jobs, "job_checkpoint_save", job_checkpoint_save)
-    expire_lease(job)
-    jobs_tend()
-    job = job_run(job_id=job.pk)
-    assert job.status == JobStatus.SUCCESS, job.error
+    job = run_again(monkeypatch, job)
     assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (94, 0, 95, 95)
     assert job.result["skip_reasons"] == "duplicate in this import: 1"
     assert job.checkpoint["import"]["through"] == 10 and job.checkpoint["import"]["also"] == []
