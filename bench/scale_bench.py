@@ -825,16 +825,17 @@ def http_steps(args, work: Path, codebook, users, coders, token, env, broker, su
     if not broker:
         log("http import: no CELERY_BROKER_URL, so the import job runs inside the request")
     worker = None
+    queue = f"scale-http-{uuid.uuid4().hex[:8]}"  # its own: another bench may share the broker
     if broker:
         worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--without-gossip",
-             "--without-mingle", "-l", "WARNING", "-Q", "scale-http"],
-            cwd=ROOT, env={**env, "FAULTLINE_CELERY_QUEUE": "scale-http"},
+             "--without-mingle", "-l", "WARNING", "-Q", queue],
+            cwd=ROOT, env={**env, "FAULTLINE_CELERY_QUEUE": queue},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        _wait_worker("scale-http")
+        _wait_worker(queue)
     try:
-        web_env = {**env, "FAULTLINE_CELERY_QUEUE": "scale-http"}
+        web_env = {**env, "FAULTLINE_CELERY_QUEUE": queue}
         per_client = 40 if args.quick else 200
         got = measure_http(studies, ["bench", "h0", "h1", "h2", "h3"], (target.slug, path, sizes[1], token),
                            web_env, per_client)  # fmt: skip
