@@ -98,6 +98,14 @@ class ImportResult:
             stopped=data.get("stopped", ""),
         )
 
+    def add(self, other: ImportResult) -> None:
+        """Count another part of the same import (a batch written by another connection) into this one."""
+        self.created += other.created
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.skipped += other.skipped
+        self.skip_reasons.update(other.skip_reasons)
+
     def summary(self) -> str:
         text = f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged, {self.skipped} skipped"
         if self.skip_reasons:
@@ -689,9 +697,7 @@ class _Batches:
     def commit(self, index: int, n: int, result: ImportResult) -> dict[str, Any]:
         """Count a batch as written (the caller holds `lock`); returns the checkpoint to save."""
         self.records += n
-        for name in ("created", "updated", "unchanged", "skipped"):
-            setattr(self.result, name, getattr(self.result, name) + getattr(result, name))
-        self.result.skip_reasons.update(result.skip_reasons)
+        self.result.add(result)
         if self.prefix is None:
             self.also.add(index)
             while self.through in self.also:
@@ -856,6 +862,11 @@ def _write_in_threads(tasks: Iterator[tuple], write: Callable[..., None], writer
             drain(block=False)
             if failed.is_set():
                 break
+    except BaseException:
+        # This thread failed (the spool, or report() finding the job's lease lost): the writers skip what
+        # is still queued instead of writing it after the job has given up.
+        failed.set()
+        raise
     finally:
         for _ in threads:
             todo.put(stop)

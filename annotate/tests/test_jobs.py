@@ -442,3 +442,25 @@ def test_two_writers_import_every_batch_once_and_a_killed_run_resumes(require_po
     assert Document.objects.filter(study=study).count() == 94
     assert Episode.objects.filter(study=study).count() == 94
     assert Document.objects.get(study=study, external_id="acme/agent#3").title == "Tool call 3 times out"
+
+
+def test_when_this_thread_fails_the_writers_skip_what_is_still_queued():
+    """The spool fails to read, or the job's lease is found lost: batches already handed out but not yet
+    started must not be written after the import has given up."""
+    from annotate.services.imports import _write_in_threads
+
+    gate, written = threading.Event(), []
+
+    def write(n):
+        gate.wait(10)  # the first batch is in flight while the next one waits in the queue
+        written.append(n)
+
+    def tasks():
+        yield (0,)
+        yield (1,)
+        threading.Timer(1.0, gate.set).start()  # the failure below is long handled when the batch finishes
+        raise RuntimeError("the spool could not be read")
+
+    with pytest.raises(RuntimeError):
+        _write_in_threads(tasks(), write, 1, lambda: None)
+    assert written == [0]
