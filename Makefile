@@ -8,14 +8,16 @@ export FAULTLINE_DEV ?= 1
 
 .PHONY: run test lint serve setup backup mutation
 
+# --no-compile: pip would byte-compile every installed module (pandas', matplotlib's and the rest's tests
+# included), about 45 s of a fresh set-up; Python compiles what it imports on first use instead.
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-compile -r requirements.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-compile -r requirements-dev.txt
 	touch $@
 
 setup: $(VENV)/.runtime
