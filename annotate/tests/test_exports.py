@@ -115,8 +115,9 @@ def test_the_api_streams_jsonl_and_csv_in_a_fixed_number_of_queries(demo, client
         if query == "kind=literature":
             rows = [json.loads(line) for line in body.splitlines()]
             assert len(rows) == 24 and {r["document_kind"] for r in rows} == {"literature"}
-    # Coders and names, then four per chunk of 2000 episodes: the same for 24 rows as for 82.
-    assert counts[0] == counts[1] == counts[2] <= 11
+    # Coders and names, then four per chunk of 2000 episodes: the same for 24 rows as for 82. On PostgreSQL
+    # inside the test's transaction, one more: the SET LOCAL that keeps the pages' plans serial.
+    assert counts[0] == counts[1] == counts[2] <= 11 + (connection.vendor == "postgresql")
 
     response = client.get("/api/v1/studies/demo/export/?format=csv&split=holdout")
     text = b"".join(response.streaming_content).decode()
