@@ -135,19 +135,45 @@ def _json_string(text: str) -> bytes:
         return json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def record_hash(record: Record) -> str:
     """sha256 of a record's content: url, cluster, title, body, labels and meta.
 
     `raw` is left out: for GitHub, meta carries `updated_at`, which moves on any change.
-    The hash is of the compact, key-sorted JSON of `[url, cluster, title, body, labels, meta]`;
-    it is stored, so it must never change. The body, by far the longest part, is encoded on its own.
+    The hash is of the compact, key-sorted JSON of `[url, cluster, title, body, labels, meta]`
+    as `json.dumps(..., **_HASH_JSON)` writes it (`_record_hash_json`); it is stored, so it must
+    never change. For the usual record (text, whole numbers and booleans, as every importer
+    gives) orjson writes those same bytes several times faster: the same escapes for every
+    code point, keys sorted in the same order. Anything else (a float, a nested value, an
+    integer over 64 bits, a lone surrogate) takes the reference path.
     """
     meta = {k: v for k, v in record.meta.items() if k not in HASH_IGNORED_META}
-    head = json.dumps([record.url, record.cluster, record.title], **_HASH_JSON)  # "[url,cluster,title]"
-    tail = json.dumps([record.labels, meta], **_HASH_JSON)  # "[labels,meta]"
+    if (
+        all(type(v) in _PLAIN for v in meta.values())
+        and type(record.body) is str
+        and all(type(x) is str for x in record.labels)
+        and type(record.labels) is list
+        and type(record.url) in _PLAIN
+        and type(record.cluster) in _PLAIN
+        and type(record.title) in _PLAIN
+    ):
+        content = [record.url, record.cluster, record.title, record.body, record.labels, meta]
+        try:
+            return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        except TypeError:  # an integer over 64 bits, a lone surrogate, a key that is not text
+            pass
+    return _record_hash_json(record.url, record.cluster, record.title, record.body, record.labels, meta)
+
+
+def _record_hash_json(url, cluster, title, body, labels, meta) -> str:
+    """The reference form of record_hash, for any value json.dumps takes."""
+    head = json.dumps([url, cluster, title], **_HASH_JSON)  # "[url,cluster,title]"
+    tail = json.dumps([labels, meta], **_HASH_JSON)  # "[labels,meta]"
     h = hashlib.sha256(head[:-1].encode("utf-8", "surrogatepass"))
     h.update(b",")
-    h.update(_json_string(record.body))
+    h.update(_json_string(body))
     h.update(b",")
     h.update(tail[1:].encode("utf-8", "surrogatepass"))
     return h.hexdigest()
