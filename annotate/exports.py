@@ -18,8 +18,6 @@ import csv
 import hashlib
 import hmac
 import io
-import queue
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +35,7 @@ from taxonomy.models import AxisValue, FailureType
 
 from .labels import resolve_label
 from .models import Adjudication, Coding, Episode, Study, Suggestion
+from .prefetch import prefetched
 
 # "cases": one regression case per coded trace episode (annotate.cases), as JSON Lines.
 FORMATS = ("jsonl", "csv", "parquet", "cases")
@@ -284,48 +283,18 @@ def _chunks(study: Study, qs: QuerySet[Episode], chunk: int) -> Iterator[_Chunk]
     yield from _read_ahead(study, qs, chunk, alias)
 
 
-_DONE = object()
-
-
 def _read_ahead(study: Study, qs: QuerySet[Episode], chunk: int, alias: str) -> Iterator[_Chunk]:
-    pages: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
+    """The pages, each read by a thread on a connection of its own, one page ahead of their use."""
 
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                pages.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def reader() -> None:
+    def pages() -> Iterator[_Chunk]:  # runs in the reader thread, which also closes it
         try:
             with connections[alias].cursor() as cursor:  # this thread's own connection
                 cursor.execute(f"SET {_SERIAL_PLANS}")
-            for page in _fetch_chunks(study, qs, chunk):
-                if not put(page):
-                    return
-            put(_DONE)
-        except BaseException as exc:  # handed to the consumer, which raises it
-            put(exc)
+            yield from _fetch_chunks(study, qs, chunk)
         finally:
             connections[alias].close()  # the thread's connection, not the request's
 
-    thread = threading.Thread(target=reader, name="export-read-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = pages.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()  # the consumer stopped early (a client that hung up) or is done: the reader ends too
-        thread.join(timeout=60)
+    return prefetched(pages(), chunk=1, ahead=1, name="export-read-ahead")
 
 
 def export_rows(

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from ..importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
 from ..models import Document, Episode, Job, Study
+from ..prefetch import prefetched
 from .studies import queue_key_for
 
 ProgressFn = Callable[[int, int], None]
@@ -153,8 +154,8 @@ def record_hash(record: Record) -> str:
     if (
         all(type(v) in _PLAIN for v in meta.values())
         and type(record.body) is str
-        and all(type(x) is str for x in record.labels)
         and type(record.labels) is list
+        and all(type(x) is str for x in record.labels)
         and type(record.url) in _PLAIN
         and type(record.cluster) in _PLAIN
         and type(record.title) in _PLAIN
@@ -518,57 +519,6 @@ def import_records(
     return result
 
 
-def prefetched(items: Iterable[T], *, chunk: int = 500, ahead: int = 4) -> Iterator[T]:
-    """`items`, produced in a second thread up to `ahead` chunks of `chunk` ahead of the consumer.
-
-    Parsing an import file is pure Python and never touches the database, while writing spends
-    much of its time waiting for the database, which lets another thread run: on two cores the
-    parse of the next batch overlaps the write of the last. Items cross in chunks, as a queue
-    hand-off per item would cost more than it saves. An exception is raised here after the items
-    before it, exactly as iterating in this thread would raise it; closing the generator early
-    (the writer failed) stops the producer.
-    """
-    handoff: Queue = Queue(maxsize=ahead)
-    stop = threading.Event()
-    done = object()
-
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                handoff.put(item, timeout=0.1)
-                return True
-            except Full:
-                continue
-        return False
-
-    def produce() -> None:
-        part: list = []
-        try:
-            for item in items:
-                part.append(item)
-                if len(part) >= chunk:
-                    if not put(part):
-                        return
-                    part = []
-        except BaseException as exc:  # handed to the consumer's thread, which raises it
-            if not part or put(part):
-                put(exc)
-            return
-        if not part or put(part):
-            put(done)
-
-    worker = threading.Thread(target=produce, name="import-parse", daemon=True)
-    worker.start()
-    try:
-        while (part := handoff.get()) is not done:
-            if isinstance(part, BaseException):
-                raise part
-            yield from part
-    finally:
-        stop.set()
-        worker.join()
-
-
 def import_file(
     *, study: Study, path: str | Path, include_prs: bool = False, progress: ProgressFn | None = None
 ) -> ImportResult:
@@ -596,7 +546,7 @@ def import_file(
     try:
         with transaction.atomic():
             records = iter_file(path, include_prs=include_prs, on_read=on_read if progress else None)
-            with closing(prefetched(records)) as records:
+            with closing(prefetched(records, name="import-parse")) as records:
                 result = import_records(study=study, records=records, progress=on_batch)
     except IntegrityError as exc:
         # Only a concurrent import of the same documents can collide on the unique key.
@@ -666,7 +616,10 @@ def _spool_write(path: Path, *, include_prs: bool) -> tuple[Path, int]:
     total = 0
     seen: set[tuple[str, str]] = set()
     try:
-        with part.open("wb") as out, closing(prefetched(iter_file(path, include_prs=include_prs))) as items:
+        with (
+            part.open("wb") as out,
+            closing(prefetched(iter_file(path, include_prs=include_prs), name="import-parse")) as items,
+        ):
             while chunk := list(islice(items, BATCH_SIZE)):
                 for i, item in enumerate(chunk):
                     if isinstance(item, Record):

@@ -363,6 +363,29 @@ def test_prefetched_yields_every_item_then_the_producers_error_and_stops_early()
     assert threading.active_count() == before
 
 
+def test_prefetched_closes_its_source_in_the_producers_thread():
+    """A source's `finally` (the export's reader closes its own database connection there) runs in the thread that
+    ran the source, whether the consumer stopped early or read it all, and before closing the stream returns."""
+    import threading
+
+    from annotate.prefetch import prefetched
+
+    closed_in = []
+
+    def source(n):
+        try:
+            yield from range(n)
+        finally:
+            closed_in.append(threading.current_thread().name)
+
+    stream = prefetched(source(10**9), chunk=10, ahead=1, name="producer")
+    assert next(stream) == 0
+    stream.close()
+    assert closed_in == ["producer"]
+    assert list(prefetched(source(25), chunk=10, name="producer")) == list(range(25))
+    assert closed_in == ["producer", "producer"]
+
+
 def test_an_import_into_an_empty_study_never_looks_for_existing_documents(study, tmp_path, monkeypatch):
     from annotate.services import imports
 
