@@ -6,11 +6,9 @@ trace writes nothing; a changed one keeps its episode and codings and has its st
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
-from queue import Full, Queue
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +18,7 @@ from django.db.models import Max, Q
 
 from ..importers import ImportFileError
 from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
+from ..prefetch import prefetched
 from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
 from .imports import ImportResult, _RawWriter, column_by_id_update, import_records, record_hash, upload_store
 
@@ -136,55 +135,24 @@ def _write(
     return documents
 
 
-PREFETCH = 2 * BATCH  # records parsed ahead of the writer
-
-
 def _parsed(files: list[Path], fmt: str) -> Iterator[tuple[int, TraceRecord | None, str]]:
     """The files' trace records in order, as (file number, record, its record_hash), and
     (file number, None, "") after each file's last, parsed in a second thread while this one writes.
 
     Parsing and hashing are pure and never touch the database; writing spends most of its time in
     the database driver (SQLite's engine, PostgreSQL's round trips), which lets other threads
-    run meanwhile. So on two cores the parse of the next records overlaps the write of the last.
-    A parse error is raised here, in file order, exactly as reading in this thread would raise it;
-    closing the generator early (the writer failed) stops the parser.
+    run meanwhile. So on two cores the parse of the next records overlaps the write of the last
+    (up to two batches ahead). A parse error is raised here, in file order, exactly as reading in
+    this thread would raise it; closing the generator early (the writer failed) stops the parser.
     """
-    queue: Queue = Queue(maxsize=PREFETCH)
-    stop = threading.Event()
-    done = object()
 
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                queue.put(item, timeout=0.1)
-                return True
-            except Full:
-                continue
-        return False
+    def records() -> Iterator[tuple[int, TraceRecord | None, str]]:
+        for n, path in enumerate(files, 1):
+            for tr in iter_trace_records(path, fmt):
+                yield n, tr, record_hash(tr.record)
+            yield n, None, ""
 
-    def produce() -> None:
-        try:
-            for n, path in enumerate(files, 1):
-                for tr in iter_trace_records(path, fmt):
-                    if not put((n, tr, record_hash(tr.record))):
-                        return
-                if not put((n, None, "")):
-                    return
-        except BaseException as exc:  # handed to the writer's thread, which raises it
-            put(exc)
-            return
-        put(done)
-
-    worker = threading.Thread(target=produce, name="trace-parse", daemon=True)
-    worker.start()
-    try:
-        while (item := queue.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
+    return prefetched(records(), chunk=BATCH // 4, ahead=8, name="trace-parse")
 
 
 def import_traces(
