@@ -17,12 +17,14 @@ def test_a_user_logs_in_and_searches_the_codebook(page, live_server, login, shot
     page.get_by_role("link", name="Codebooks").click()
     page.get_by_role("link", name=re.compile("agentic-failures@1.0")).first.click()
     cards = page.locator("article.type")
-    assert cards.count() == 65
+    # expect() waits for the page the click opened: count() read it while a loaded machine was still parsing it
+    # (64 of 65 cards, once in CI).
+    expect(cards).to_have_count(65)
     shot("codebook-browser")
 
     page.get_by_label("Search types").fill("prompt injection")
     expect(cards).not_to_have_count(65)
-    assert page.locator("#type-SPC-06").is_visible()
+    expect(page.locator("#type-SPC-06")).to_be_visible()
     assert "q=prompt" in page.url  # the search is in the address, so it can be shared
     shot("codebook-search")
 
@@ -32,9 +34,9 @@ def test_a_user_logs_in_and_searches_the_codebook(page, live_server, login, shot
     expect(page.locator("#type-SPC-01")).to_be_visible()
 
     page.locator("#type-SPC-01 h3 a").click()
-    assert page.get_by_role("heading", name=re.compile("Underspecified or ambiguous request")).is_visible()
+    expect(page.get_by_role("heading", name=re.compile("Underspecified or ambiguous request"))).to_be_visible()
     shot("type-detail")
 
     page.goto(f"{live_server.url}/studies/alpha/")
-    assert page.get_by_text("Hold-out").is_visible()
+    expect(page.get_by_text("Hold-out")).to_be_visible()
     shot("study-overview")
