@@ -21,7 +21,7 @@ from itertools import combinations, pairwise
 
 import numpy as np
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, Max, Min, OuterRef
+from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from taxonomy import stats
@@ -128,7 +128,7 @@ def label_arrays(study: Study, axes: Axes | None = None) -> LabelArrays:
     their labels are kept for the coverage document.
     """
     axes = axes or codebook_axes(study)
-    return labels_join(study, [label_part(study, axes)])
+    return labels_join(study, [label_part(study, axes, ids=ids) for ids in label_id_ranges(study, 1)])
 
 
 def label_id_ranges(study: Study, parts: int) -> list[tuple[int, int]]:
@@ -142,27 +142,51 @@ def label_id_ranges(study: Study, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in pairwise(edges) if b > a]
 
 
-def label_part(study: Study, axes: Axes, *, ids: tuple[int, int] | None = None) -> LabelArrays:
-    """The labels of the study's episodes with ids in [lo, hi) (all of them without `ids`); `labels_join`
-    makes the study's arrays of the parts. A part has no fingerprint and no as_of."""
-    episodes = Episode.objects.filter(study=study)
-    if ids is not None:
-        episodes = episodes.filter(id__gte=ids[0], id__lt=ids[1])
-    # Episodes nobody has coded or adjudicated have a known label; they are counted by the
-    # database, not read one by one (most of a large study's episodes, usually).
-    touched = Exists(Coding.objects.filter(episode=OuterRef("pk"))) | Exists(
-        Adjudication.objects.filter(episode=OuterRef("pk"))
+LABEL_CHUNK = 5000  # touched episodes read per query
+
+
+def _touched(lo: int, hi: int) -> Q:
+    """Episodes in [lo, hi) that somebody has coded or adjudicated, looked up among the codings and
+    adjudications of that id range alone (an index range scan). Not an OR of two EXISTS: PostgreSQL
+    cannot make that a join, and hashed the whole coding table, every study's, for each query."""
+    in_range = {"episode_id__gte": lo, "episode_id__lt": hi}
+    return Q(id__in=Coding.objects.filter(**in_range).values("episode_id")) | Q(
+        id__in=Adjudication.objects.filter(**in_range).values("episode_id")
     )
+
+
+def _touched_ranges(lo: int, hi: int, chunk: int) -> list[tuple[int, int]]:
+    """Ranges [a, b) that split the touched episode ids in [lo, hi) (any study's) into runs of at most
+    `chunk`: each query of a part then looks up only its own range's codings (two queries)."""
+    in_range = {"episode_id__gte": lo, "episode_id__lt": hi}
+    ids = set(Coding.objects.filter(**in_range).order_by().values_list("episode_id", flat=True).distinct())
+    ids.update(Adjudication.objects.filter(**in_range).values_list("episode_id", flat=True))
+    ids = sorted(ids)
+    return [(ids[i], ids[min(i + chunk, len(ids)) - 1] + 1) for i in range(0, len(ids), chunk)]
+
+
+def label_part(study: Study, axes: Axes, *, ids: tuple[int, int]) -> LabelArrays:
+    """The labels of the study's episodes with ids in [lo, hi); `labels_join` makes the study's arrays of
+    the parts (label_id_ranges gives ranges that cover it). A part has no fingerprint and no as_of."""
+    lo, hi = ids
+    episodes = Episode.objects.filter(study=study, id__gte=lo, id__lt=hi)
     fields = ("id", "split", "document__kind", "document__cluster", "document__title")
     kind_index = {k: i for i, k in enumerate(KINDS)}
     rows: list[tuple] = []
     excluded: dict[str, Counter] = {k: Counter() for k in KINDS}
     holdout = []
-    n = _untouched_labels(study, episodes.exclude(touched), excluded, holdout)
+    # Episodes nobody has coded or adjudicated have a known label; they are counted by the
+    # database, not read one by one (most of a large study's episodes, usually).
+    n = _untouched_labels(study, episodes.exclude(_touched(lo, hi)), excluded, holdout)
+    touched = (
+        ((e_id, split, kind, cluster, title), label)
+        for a, b in _touched_ranges(lo, hi, LABEL_CHUNK)
+        for (e_id, split, kind, cluster, title), label in final_label_values(
+            study, episodes.filter(_touched(a, b), id__gte=a, id__lt=b), fields, chunk=LABEL_CHUNK
+        )
+    )
     ix = axes.index
-    for (e_id, split, kind, cluster, title), label in final_label_values(
-        study, episodes.filter(touched), fields, chunk=5000
-    ):
+    for (e_id, split, kind, cluster, title), label in touched:
         n += 1
         if split == Split.HOLDOUT:
             holdout.append((e_id, kind, title, label))

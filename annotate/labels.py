@@ -129,10 +129,11 @@ def _labelled(study: Study, qs, chunk: int, id_of) -> Iterator[tuple]:
         if not batch:
             return
         ids = [id_of(e) for e in batch]
-        # The batch's ids as a range of the study's episodes, not a list of thousands of parameters
-        # (which costs more to send and parse than the rows); rows of episodes in the range but not in
-        # the batch are never looked up.
-        of_batch = {"episode__study_id": study.pk, "episode_id__gte": ids[0], "episode_id__lte": ids[-1]}
+        # The batch's ids as a range, not a list of thousands of parameters (which costs more to send
+        # and parse than the rows): an index range scan of each table. Rows of episodes in the range
+        # but not in the batch (another study's, interleaved) are never looked up. No join to the
+        # episodes for their study: PostgreSQL planned it as a scan of all of the study's episodes.
+        of_batch = {"episode_id__gte": ids[0], "episode_id__lte": ids[-1]}
         codings: dict[int, list[CodingRow]] = {}
         rows = Coding.objects.filter(**of_batch).order_by("coder_id").values_list(*CodingRow._fields)
         for row in rows:
@@ -150,4 +151,6 @@ def _labelled(study: Study, qs, chunk: int, id_of) -> Iterator[tuple]:
                     label_coder_id=study.label_coder_id,
                 ),
             )
+        if len(batch) < chunk:
+            return  # the last batch: no query to find nothing more
         last = ids[-1]

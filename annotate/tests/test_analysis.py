@@ -197,8 +197,9 @@ def test_it_reports_the_contrast_and_its_sensitivity_checks(paper):
 def test_it_builds_the_label_arrays_in_a_fixed_number_of_queries(study, codes, alice, bob, django_assert_num_queries):
     build(study, paper_rows(3, 3), codes, [alice, bob])
     axes = codebook_axes(study)
-    # Two more than reading every episode: the untouched ones are counted, and their hold-outs listed.
-    with django_assert_num_queries(9) as small:
+    # The id range; the untouched episodes counted and their hold-outs listed; the touched ids; one
+    # query each for the touched episodes, their codings and adjudications; three for as_of.
+    with django_assert_num_queries(11) as small:
         label_arrays(study, axes)
     build(study, paper_rows(12, 20), codes, [alice, bob])
     with django_assert_num_queries(len(small.captured_queries)):
@@ -390,21 +391,19 @@ def test_the_chunks_draw_from_the_count_matrices_the_job_sent(paper):
     assert all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
 
 
-def test_label_arrays_count_uncoded_episodes_without_reading_them(paper, make_episode):
-    """The same arrays, counts and fingerprint as reading every episode's label one by one."""
+def labels_one_by_one(study):
+    """What label_arrays must give, from every episode's label read one by one (final_labels):
+    (labelled episode ids, excluded counts, hold-outs, episodes)."""
     from collections import Counter
 
-    from annotate.analysis import KINDS, label_arrays
+    from annotate.analysis import KINDS
     from annotate.labels import final_labels
-    from annotate.models import Episode, Split
+    from annotate.models import Split
 
-    study, _ = paper
-    for split in ("primary", "holdout", "excluded", "primary"):
-        Episode.objects.filter(pk=make_episode(study, kind="literature").pk).update(split=split)
-    labels = label_arrays(study)
     excluded = {k: Counter() for k in KINDS}
-    holdout, labelled = [], []
+    holdout, labelled, n = [], [], 0
     for ep, label in final_labels(study):
+        n += 1
         if ep.split == Split.HOLDOUT:
             holdout.append((ep.id, ep.document.kind, ep.document.title, label))
         elif ep.split == Split.EXCLUDED:
@@ -415,7 +414,56 @@ def test_label_arrays_count_uncoded_episodes_without_reading_them(paper, make_ep
             excluded[ep.document.kind]["not_a_failure"] += 1
         else:
             labelled.append(ep.id)
-    assert labels.n_episodes == Episode.objects.filter(study=study).count()
+    return labelled, excluded, holdout, n
+
+
+def test_label_arrays_count_uncoded_episodes_without_reading_them(paper, make_episode):
+    """The same arrays, counts and fingerprint as reading every episode's label one by one."""
+    from annotate.models import Episode
+
+    study, _ = paper
+    for split in ("primary", "holdout", "excluded", "primary"):
+        Episode.objects.filter(pk=make_episode(study, kind="literature").pk).update(split=split)
+    labels = label_arrays(study)
+    labelled, excluded, holdout, n = labels_one_by_one(study)
+    assert labels.n_episodes == n == Episode.objects.filter(study=study).count()
     assert labels.excluded == excluded and excluded["literature"]["uncoded"] >= 2
     assert labels.holdout == holdout
     assert labels.episode_id.tolist() == labelled
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 5000])
+def test_labels_read_in_small_chunks_past_another_studys_codings(
+    study, other_study, codes, alice, bob, charlie, make_episode, monkeypatch, chunk
+):
+    """The touched episodes are read in runs of LABEL_CHUNK ids, each looking up only its own range's
+    codings and adjudications; the other study's coded episodes interleave with them, one episode has
+    an adjudication and no codings, and uncoded ones sit between. Whatever the run length and the
+    parts, the arrays are those of reading every label one by one."""
+    from annotate import analysis
+    from annotate.analysis_tasks import labels_pack, labels_unpack
+    from annotate.models import Adjudication, Coding, Episode
+
+    rows, others = paper_rows(), paper_rows(3, 4)
+    for i in range(0, len(rows), 4):
+        build(study, rows[i : i + 4], codes, [alice, bob])
+        build(other_study, others[i // 4 :: 11], codes, [charlie, alice])
+        for split in ("primary", "holdout", "excluded"):
+            Episode.objects.filter(pk=make_episode(study).pk).update(split=split)
+    adjudicated = Adjudication.objects.filter(episode__study=study).values_list("episode_id", flat=True)
+    lone = adjudicated[len(adjudicated) // 2]
+    Coding.objects.filter(episode_id=lone).delete()
+    assert Coding.objects.filter(episode__study=other_study).exists()
+
+    labelled, excluded, holdout, n = labels_one_by_one(study)
+    assert lone in labelled and excluded["github_issue"]["uncoded"] >= 3 and holdout
+    whole = label_arrays(study)  # the default run length: the reference fingerprint
+    monkeypatch.setattr(analysis, "LABEL_CHUNK", chunk)
+    axes = analysis.codebook_axes(study)
+    for parts in (1, 3):
+        ranges = analysis.label_id_ranges(study, parts)
+        pieces = [labels_unpack(labels_pack(analysis.label_part(study, axes, ids=r))) for r in ranges]
+        labels = analysis.labels_join(study, pieces)
+        assert labels.episode_id.tolist() == labelled, (chunk, parts)
+        assert (labels.excluded, labels.holdout, labels.n_episodes) == (excluded, holdout, n), (chunk, parts)
+        assert labels.fingerprint == whole.fingerprint, (chunk, parts)
