@@ -30,6 +30,7 @@ from taxonomy.models import Axis, AxisValue, Category, FailureType
 from .attribution import attribution_document
 from .labels import final_label_values, resolve_label
 from .models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
+from .plans import serial_plans
 
 KINDS = tuple(DocumentKind.values)  # github_issue, literature, incident: the stream order of designs
 KIND_LABELS = dict(DocumentKind.choices)
@@ -168,6 +169,11 @@ def _touched_ranges(lo: int, hi: int, chunk: int) -> list[tuple[int, int]]:
 def label_part(study: Study, axes: Axes, *, ids: tuple[int, int]) -> LabelArrays:
     """The labels of the study's episodes with ids in [lo, hi); `labels_join` makes the study's arrays of
     the parts (label_id_ranges gives ranges that cover it). A part has no fingerprint and no as_of."""
+    with serial_plans():
+        return _label_part(study, axes, ids)
+
+
+def _label_part(study: Study, axes: Axes, ids: tuple[int, int]) -> LabelArrays:
     lo, hi = ids
     episodes = Episode.objects.filter(study=study, id__gte=lo, id__lt=hi)
     fields = ("id", "split", "document__kind", "document__cluster", "document__title")

@@ -35,6 +35,7 @@ from taxonomy.models import AxisValue, FailureType
 
 from .labels import resolve_label
 from .models import Adjudication, Coding, Episode, Study, Suggestion
+from .plans import SERIAL_PLANS
 from .prefetch import prefetched
 
 # "cases": one regression case per coded trace episode (annotate.cases), as JSON Lines.
@@ -254,11 +255,6 @@ def _fetch_chunks(study: Study, qs: QuerySet[Episode], chunk: int) -> Iterator[_
         yield _Chunk(batch, codings, adjudications, suggestions)
 
 
-# PostgreSQL plans the episode page (a LIMIT over the rest of the study) as a parallel query: two workers
-# started for every page of 2,000 rows, which made it twice as slow as a plain index scan on a 2-core server.
-_SERIAL_PLANS = "max_parallel_workers_per_gather = 0"
-
-
 def _chunks(study: Study, qs: QuerySet[Episode], chunk: int) -> Iterator[_Chunk]:
     """The export's pages, read ahead of their use when the database allows it.
 
@@ -277,7 +273,7 @@ def _chunks(study: Study, qs: QuerySet[Episode], chunk: int) -> Iterator[_Chunk]
         return
     if conn.in_atomic_block:
         with conn.cursor() as cursor:
-            cursor.execute(f"SET LOCAL {_SERIAL_PLANS}")  # undone when the transaction ends
+            cursor.execute(f"SET LOCAL {SERIAL_PLANS}")  # undone when the transaction ends
         yield from _fetch_chunks(study, qs, chunk)
         return
     yield from _read_ahead(study, qs, chunk, alias)
@@ -289,7 +285,7 @@ def _read_ahead(study: Study, qs: QuerySet[Episode], chunk: int, alias: str) -> 
     def pages() -> Iterator[_Chunk]:  # runs in the reader thread, which also closes it
         try:
             with connections[alias].cursor() as cursor:  # this thread's own connection
-                cursor.execute(f"SET {_SERIAL_PLANS}")
+                cursor.execute(f"SET {SERIAL_PLANS}")
             yield from _fetch_chunks(study, qs, chunk)
         finally:
             connections[alias].close()  # the thread's connection, not the request's
