@@ -75,7 +75,7 @@ class Study(models.Model):
 
 
 class Membership(models.Model):
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships", db_index=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.CODER)
     # Owners always adjudicate; a coder can be given the adjudicator duty too.
@@ -255,7 +255,7 @@ class Episode(models.Model):
 class Lease(models.Model):
     """A coder's claim on an episode while they code it; expires after FAULTLINE_LEASE_MINUTES."""
 
-    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="leases")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="leases", db_index=False)
     coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="leases")
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -290,7 +290,7 @@ class SuggestionStatus(models.TextChoices):
 class Suggestion(models.Model):
     """Machine output. Never a Coding; accepting one creates a Coding that points back."""
 
-    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="suggestions")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="suggestions", db_index=False)
     backend = models.CharField(max_length=10, choices=SuggestionBackend.choices)
     model = models.CharField(max_length=200)
     prompt_version = models.CharField(max_length=64)
@@ -341,8 +341,10 @@ class Suggestion(models.Model):
 
 
 class Coding(models.Model):
-    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="codings")
-    coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="codings")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="codings", db_index=False)
+    coder = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="codings", db_index=False
+    )
     failure_type = models.ForeignKey(FailureType, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     source = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     stage = models.ForeignKey(AxisValue, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
@@ -432,7 +434,9 @@ class JobStatus(models.TextChoices):
 class Job(models.Model):
     """Long work run by Celery; pages poll its progress."""
 
-    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
+    study = models.ForeignKey(
+        Study, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs", db_index=False
+    )
     kind = models.CharField(max_length=30)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.PENDING)
     done = models.PositiveIntegerField(default=0)
@@ -620,7 +624,7 @@ class CodingExposure(models.Model):
     the first save happened. Later edits of the coding do not change it.
     """
 
-    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="exposures")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="exposures", db_index=False)
     coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     arm = models.CharField(max_length=10, choices=ExposureArm.choices)
     opened_at = models.DateTimeField(null=True, blank=True)
@@ -640,7 +644,7 @@ class CodingExposure(models.Model):
 class SuggesterAudit(models.Model):
     """A recorded result of `audit_suggester` (the audit itself writes nothing; recording is this one row)."""
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="suggester_audits")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="suggester_audits", db_index=False)
     backend = models.CharField(max_length=10, choices=SuggestionBackend.choices)
     model = models.CharField(max_length=200)
     n_labels = models.PositiveIntegerField()
@@ -683,7 +687,7 @@ class TraceStep(models.Model):
     `parent_index`/`depth`, so a window of steps renders without walking the table.
     """
 
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="steps")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="steps", db_index=False)
     index = models.PositiveIntegerField()
     parent_index = models.PositiveIntegerField(null=True, blank=True)
     depth = models.PositiveSmallIntegerField(default=0)

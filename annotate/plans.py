@@ -3,9 +3,9 @@
 PostgreSQL plans a page of a few thousand rows, read by a range of ids, as a parallel query when the
 study is large: it starts two worker processes for every page. On a 2-core server that made an export
 page twice as slow as the plain index scan, and two analysis workers reading their label parts at
-once (each query with its two helpers) ran slower together than one after the other would suggest
-(a B=10,000 bootstrap of a 500,000-episode study: 1.28-1.55x for two workers, 1.62-1.76x with serial plans). The work
-is spread over Celery workers instead; their queries need no helpers of their own.
+once (each query with its two helpers) gained less over one worker than they should (a B=10,000
+bootstrap of a 500,000-episode study: 1.28-1.55x faster with two workers, 1.62-1.76x with serial
+plans). The work is spread over Celery workers instead; their queries need no helpers of their own.
 """
 
 from __future__ import annotations

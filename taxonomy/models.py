@@ -36,7 +36,7 @@ class Codebook(models.Model):
 
 
 class AxisValue(models.Model):
-    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="axis_values")
+    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="axis_values", db_index=False)
     axis = models.CharField(max_length=20, choices=Axis.choices)
     code = models.CharField(max_length=50)
     name = models.CharField(max_length=200)
@@ -54,7 +54,7 @@ class AxisValue(models.Model):
 
 
 class Category(models.Model):
-    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="categories")
+    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="categories", db_index=False)
     code = models.CharField(max_length=20)
     name = models.CharField(max_length=200)
     definition = models.TextField(blank=True)
@@ -70,7 +70,7 @@ class Category(models.Model):
 
 
 class FailureType(models.Model):
-    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="failure_types")
+    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="failure_types", db_index=False)
     code = models.CharField(max_length=20)
     name = models.CharField(max_length=200)
     category = models.ForeignKey(Category, on_delete=models.PROTECT, related_name="failure_types")
@@ -95,7 +95,7 @@ class FailureType(models.Model):
 class CodebookRule(models.Model):
     """A decision rule for boundary cases between types (the codebook's `rules`)."""
 
-    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="rules")
+    codebook = models.ForeignKey(Codebook, on_delete=models.CASCADE, related_name="rules", db_index=False)
     rule_id = models.CharField(max_length=20)
     applies_to = models.JSONField(default=list)
     rule = models.TextField()
