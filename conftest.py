@@ -82,6 +82,20 @@ def require_postgres():
 
 
 @pytest.fixture
+def pg_demo(require_postgres):
+    """The demo study (`manage.py demo`) on PostgreSQL, for tests that need its rows committed."""
+    import io
+
+    from django.core.management import call_command
+
+    from annotate.models import Study
+
+    call_command("load_codebook", "fixtures/codebook-v1.json", "--publish", stdout=io.StringIO())
+    call_command("demo", stdout=io.StringIO())
+    return Study.objects.select_related("codebook").get(slug="demo")
+
+
+@pytest.fixture
 def require_redis():
     need(redis_reachable(), "needs Redis as the Celery broker (set CELERY_BROKER_URL=redis://...)")
 

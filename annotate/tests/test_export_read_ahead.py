@@ -4,24 +4,15 @@ error in the reader reaches the consumer, and no page runs as a parallel query."
 
 from __future__ import annotations
 
-import io
 import threading
 
 import pytest
-from django.core.management import call_command
 from django.db import connection, transaction
 
 from annotate import exports
-from annotate.models import Episode, Study
+from annotate.models import Episode
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def demo(require_postgres):
-    call_command("load_codebook", "fixtures/codebook-v1.json", "--publish", stdout=io.StringIO())
-    call_command("demo", stdout=io.StringIO())
-    return Study.objects.select_related("codebook").get(slug="demo")
 
 
 def _readers() -> list[threading.Thread]:
@@ -34,27 +25,27 @@ def _backends() -> int:
         return cursor.fetchone()[0]
 
 
-def test_rows_read_ahead_are_the_rows_read_page_by_page(demo):
+def test_rows_read_ahead_are_the_rows_read_page_by_page(pg_demo):
     with transaction.atomic():  # inside a transaction the pages are read here, in turn
-        in_turn = list(exports.export_rows(demo, chunk=7))
+        in_turn = list(exports.export_rows(pg_demo, chunk=7))
     assert not _readers()
-    ahead = exports.export_rows(demo, chunk=7)
+    ahead = exports.export_rows(pg_demo, chunk=7)
     first = next(ahead)
     assert len(_readers()) == 1  # the reader runs while the first rows are used
     rows = [first, *ahead]
-    assert len(rows) == demo.episodes.count() == 82
+    assert len(rows) == pg_demo.episodes.count() == 82
     assert rows == in_turn
     assert not _readers()
     # A subset (what the API's filters pass) is read ahead as well.
-    some = Episode.objects.filter(study=demo, id__in=[r.pk for r in demo.episodes.order_by("id")[5:40:3]])
-    assert [r["external_id"] for r in exports.export_rows(demo, some, chunk=4)] == [
+    some = Episode.objects.filter(study=pg_demo, id__in=[r.pk for r in pg_demo.episodes.order_by("id")[5:40:3]])
+    assert [r["external_id"] for r in exports.export_rows(pg_demo, some, chunk=4)] == [
         e.document.external_id for e in some.select_related("document").order_by("id")
     ]
 
 
-def test_a_consumer_that_stops_early_stops_the_reader_and_closes_its_connection(demo):
+def test_a_consumer_that_stops_early_stops_the_reader_and_closes_its_connection(pg_demo):
     before = _backends()
-    rows = exports.export_rows(demo, chunk=5)
+    rows = exports.export_rows(pg_demo, chunk=5)
     for _ in range(12):
         next(rows)
     assert len(_readers()) == 1
@@ -64,19 +55,19 @@ def test_a_consumer_that_stops_early_stops_the_reader_and_closes_its_connection(
     assert _backends() == before
 
 
-def test_a_database_error_in_the_reader_reaches_the_consumer(demo):
+def test_a_database_error_in_the_reader_reaches_the_consumer(pg_demo):
     from django.db import DataError
 
-    broken = Episode.objects.filter(study=demo).extra(where=["1 / (annotate_episode.id - annotate_episode.id) = 1"])
+    broken = Episode.objects.filter(study=pg_demo).extra(where=["1 / (annotate_episode.id - annotate_episode.id) = 1"])
     with pytest.raises(DataError, match="division by zero"):
-        list(exports.export_rows(demo, broken, chunk=5))
+        list(exports.export_rows(pg_demo, broken, chunk=5))
     assert not _readers()
 
 
-def test_no_page_is_planned_as_a_parallel_query(demo):
+def test_no_page_is_planned_as_a_parallel_query(pg_demo):
     """The page's plan with the export's setting, on a server that would otherwise plan it in parallel."""
     page = exports._timestamps_as_text(
-        Episode.objects.filter(study=demo).order_by("id"), exports.EPISODE_FIELDS, ("created_at",)
+        Episode.objects.filter(study=pg_demo).order_by("id"), exports.EPISODE_FIELDS, ("created_at",)
     )[:2000]
     sql, params = page.query.sql_with_params()
     cheap = "SET LOCAL parallel_setup_cost = 0; SET LOCAL parallel_tuple_cost = 0; SET LOCAL min_parallel_index_scan_size = 0; SET LOCAL min_parallel_table_scan_size = 0"  # noqa: E501
@@ -85,7 +76,7 @@ def test_no_page_is_planned_as_a_parallel_query(demo):
         cursor.execute("SET LOCAL max_parallel_workers_per_gather = 2")
         cursor.execute("EXPLAIN " + sql, params)
         assert "Gather" in "\n".join(r[0] for r in cursor.fetchall())  # the test would see a parallel plan
-        list(exports.export_rows(demo, chunk=10))  # in a transaction: SET LOCAL for the rest of it
+        list(exports.export_rows(pg_demo, chunk=10))  # in a transaction: SET LOCAL for the rest of it
         cursor.execute("EXPLAIN " + sql, params)
         assert "Gather" not in "\n".join(r[0] for r in cursor.fetchall())
     with connection.cursor() as cursor:  # and nothing of it outlives the transaction

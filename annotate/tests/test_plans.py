@@ -4,24 +4,13 @@ the reader, in a transaction or outside one."""
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from django.core.management import call_command
 from django.db import connection, transaction
 
 from annotate.analysis import _label_part, codebook_axes, label_id_ranges, label_part
-from annotate.models import Study
 from annotate.plans import serial_plans
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def demo(require_postgres):
-    call_command("load_codebook", "fixtures/codebook-v1.json", "--publish", stdout=io.StringIO())
-    call_command("demo", stdout=io.StringIO())
-    return Study.objects.select_related("codebook").get(slug="demo")
 
 
 def _setting() -> str:
@@ -57,14 +46,14 @@ def _force_parallel() -> None:
         cursor.execute(f"SET {cursor.fetchone()[0]} = on")
 
 
-def test_the_label_reader_never_plans_a_parallel_query(demo):
+def test_the_label_reader_never_plans_a_parallel_query(pg_demo):
     default = _setting()
-    axes = codebook_axes(demo)
-    (ids,) = label_id_ranges(demo, 1)
+    axes = codebook_axes(pg_demo)
+    (ids,) = label_id_ranges(pg_demo, 1)
     _force_parallel()
     try:
-        without = _plans_of_selects(lambda: _label_part(demo, axes, ids))  # the reader without serial_plans()
-        plans = _plans_of_selects(lambda: label_part(demo, axes, ids=ids))
+        without = _plans_of_selects(lambda: _label_part(pg_demo, axes, ids))  # the reader without serial_plans()
+        plans = _plans_of_selects(lambda: label_part(pg_demo, axes, ids=ids))
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET ALL")
@@ -74,7 +63,7 @@ def test_the_label_reader_never_plans_a_parallel_query(demo):
     assert _setting() == default
 
 
-def test_serial_plans_are_undone_after_the_block_and_after_the_transaction(demo):
+def test_serial_plans_are_undone_after_the_block_and_after_the_transaction(pg_demo):
     default = _setting()
     assert default != "0"
     with serial_plans():

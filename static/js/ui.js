@@ -3,6 +3,8 @@
  *   <button data-copy="ID">     copies the value (or text) of #ID to the clipboard and says so.
  *   <form data-confirm="TEXT"> asks before submitting; htmx forms use hx-confirm instead.
  *   .js-only[hidden]           is shown once this script runs.
+ *   <form hx-get hx-push-url>  a live filter form asks again only when what it asks differs from what the
+ *                              page shows (see below).
  */
 (function () {
   "use strict";
@@ -41,6 +43,28 @@
     var form = e.target;
     if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) e.preventDefault();
   }, true);
+
+  // A live filter form (hx-get, hx-push-url) puts what it asked in the address, so the address says what the
+  // list shows. A "change" or "input" that would ask for that again is dropped: leaving the search box fires
+  // "change" after its typing had already asked, and the same list, swapped in under the pointer, ate the
+  // click that left the box (a result link clicked right after typing did nothing). Submitting always asks.
+  function normalized(params) {
+    var kept = [];
+    params.forEach(function (value, key) { if (value !== "") kept.push([key, value]); });
+    kept.sort(function (a, b) { return a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0; });
+    return new URLSearchParams(kept).toString();
+  }
+
+  document.addEventListener("htmx:confirm", function (e) {
+    var form = e.detail.elt;
+    var trigger = e.detail.triggeringEvent;
+    if (!form || form.tagName !== "FORM" || form.getAttribute("hx-push-url") !== "true") return;
+    if (!trigger || trigger.type === "submit") return;
+    if (new URL(e.detail.path, location.href).pathname !== location.pathname) return;
+    if (normalized(new URLSearchParams(new FormData(form))) === normalized(new URLSearchParams(location.search))) {
+      e.preventDefault();
+    }
+  });
 
   function reveal() {
     document.querySelectorAll(".js-only[hidden]:not(#coding-form .js-only)").forEach(function (node) {

@@ -103,6 +103,40 @@ def test_an_owner_browses_documents_and_splits_one(page, live_server, login, sho
     assert episode.split == "holdout"
 
 
+def test_leaving_the_search_box_asks_nothing_again_and_a_result_link_works_at_once(
+    page, live_server, login, study, alice, media
+):
+    """The search box's "change" on leaving it repeated the request its typing had made; the same list,
+    swapped in under the pointer, ate the click that left the box. The list page asks only for what it
+    does not show already; Filter (submit) still asks."""
+    from annotate.services.imports import import_file
+
+    import_file(study=study, path=SAMPLES / "github_issues.json")
+    login("alice")
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if r.headers.get("hx-request") else None)
+    page.goto(f"{live_server.url}/studies/alpha/documents/")
+    search = page.get_by_label("Search")
+    search.fill("AzureChat")
+    expect(page).to_have_url(re.compile(r"q=AzureChat"))
+    expect(page.locator("#documents tbody tr")).to_have_count(1)
+    search.blur()  # "change": the list already shows this
+    page.get_by_label("Kind").select_option("github_issue")  # a change that asks
+    expect(page).to_have_url(re.compile(r"kind=github_issue"))
+    expect(page.locator("#documents tbody tr")).to_have_count(1)
+    page.get_by_label("Kind").select_option("")
+    expect(page).to_have_url(re.compile(r"kind=&"))
+    assert [re.search(r"kind=[^&]*", url).group(0) for url in asked] == ["kind=", "kind=github_issue", "kind="]
+    with page.expect_response(lambda r: r.request.headers.get("hx-request") == "true"):
+        page.get_by_role("button", name="Filter").click()  # asked for: asks again
+    assert len(asked) == 4, asked
+    search.fill("Unauthorized AzureChat")  # typing, then straight to the result: one click
+    expect(page).to_have_url(re.compile(r"q=Unauthorized"))
+    page.get_by_role("link", name=re.compile("AzureChat gets 401")).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("AzureChat gets 401")
+    assert len(asked) == 5, asked
+
+
 def test_a_viewer_sees_the_document_without_split_controls(page, live_server, login, study, vera, media):
     from annotate.services.imports import import_file
 
