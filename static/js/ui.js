@@ -55,11 +55,17 @@
     return new URLSearchParams(kept).toString();
   }
 
+  // While a form's request is out the address is not yet up to date: htmx queues the next request (the last one
+  // asked), and that one must run, or a box cleared during a slow search would show the search's results.
+  var asking = new WeakSet();
+  document.addEventListener("htmx:beforeRequest", function (e) { asking.add(e.detail.elt); });
+  document.addEventListener("htmx:afterRequest", function (e) { asking.delete(e.detail.elt); });
+
   document.addEventListener("htmx:confirm", function (e) {
     var form = e.detail.elt;
     var trigger = e.detail.triggeringEvent;
     if (!form || form.tagName !== "FORM" || form.getAttribute("hx-push-url") !== "true") return;
-    if (!trigger || trigger.type === "submit") return;
+    if (!trigger || trigger.type === "submit" || asking.has(form)) return;
     if (new URL(e.detail.path, location.href).pathname !== location.pathname) return;
     if (normalized(new URLSearchParams(new FormData(form))) === normalized(new URLSearchParams(location.search))) {
       e.preventDefault();

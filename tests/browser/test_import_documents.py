@@ -137,6 +137,36 @@ def test_leaving_the_search_box_asks_nothing_again_and_a_result_link_works_at_on
     assert len(asked) == 5, asked
 
 
+def test_clearing_the_box_during_a_slow_search_shows_every_document(page, live_server, login, study, alice, media):
+    """While a search is out the address still shows the old list; the request made meanwhile (the box
+    cleared, which the address already shows) is queued by htmx and must run, not be dropped."""
+    from annotate.services.imports import import_file
+
+    import_file(study=study, path=SAMPLES / "github_issues.json")
+    login("alice")
+    page.goto(f"{live_server.url}/studies/alpha/documents/")
+    expect(page.locator("#documents")).to_contain_text("58 documents")
+    held = []
+    page.route(
+        re.compile(r".*/documents/\?q=AzureChat.*"), lambda route: held.append(route)
+    )  # the search's answer waits
+    page.evaluate("""() => { window.confirms = 0;
+        document.addEventListener("htmx:confirm", () => { window.confirms += 1; }); }""")
+    search = page.get_by_label("Search")
+    search.fill("AzureChat")
+    page.wait_for_function("() => window.confirms === 1")
+    page.wait_for_function("() => document.querySelector('form.filters').classList.contains('htmx-request')")
+    search.fill("")
+    page.wait_for_function("() => window.confirms === 2")  # asked while the search is out
+    with page.expect_response(re.compile(r".*q=AzureChat.*")):
+        held[0].continue_()
+    # Settled: the search's answer swapped in, and whatever was queued behind it answered too.
+    page.wait_for_function("() => !document.querySelector('form.filters').classList.contains('htmx-request')")
+    expect(page).not_to_have_url(re.compile(r"q=AzureChat"))
+    expect(page.locator("#documents")).to_contain_text("58 documents")
+    expect(search).to_have_value("")
+
+
 def test_a_viewer_sees_the_document_without_split_controls(page, live_server, login, study, vera, media):
     from annotate.services.imports import import_file
 
