@@ -11,9 +11,9 @@ plans). The work is spread over Celery workers instead; their queries need no he
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 SERIAL_PLANS = "max_parallel_workers_per_gather = 0"
 
@@ -22,21 +22,14 @@ SERIAL_PLANS = "max_parallel_workers_per_gather = 0"
 def serial_plans(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """Queries inside run with serial plans on PostgreSQL (nothing changes elsewhere).
 
-    In a transaction the setting is SET LOCAL, undone when the transaction ends; outside one it is
-    set for the connection and reset on the way out."""
+    The setting is always SET LOCAL, so the transaction's end undoes it: the caller's transaction, or
+    one opened here for the block. Never a setting of the session, which a connection pooler could
+    hand to another client, and which an error between SET and RESET would leave behind."""
     conn = connections[using]
     if conn.vendor != "postgresql":
         yield
         return
-    local = conn.in_atomic_block
-    with conn.cursor() as cursor:
-        cursor.execute(f"SET {'LOCAL ' if local else ''}{SERIAL_PLANS}")
-    try:
+    with transaction.atomic(using=using) if not conn.in_atomic_block else nullcontext():
+        with conn.cursor() as cursor:
+            cursor.execute(f"SET LOCAL {SERIAL_PLANS}")
         yield
-    finally:
-        if not local:
-            try:
-                with conn.cursor() as cursor:
-                    cursor.execute("RESET max_parallel_workers_per_gather")
-            except DatabaseError:  # the connection is gone; a new one starts with the default
-                pass
