@@ -434,3 +434,61 @@ def test_the_spooled_import_stores_exactly_what_the_direct_one_does(study, other
 
     assert stored(other_study) == stored(study)
     assert Episode.objects.filter(study=other_study).count() == direct.created
+
+
+@pytest.mark.django_db(transaction=True)
+def test_new_ids_come_from_the_sequences_looked_up_once(require_postgres):
+    """_ids_draw hands out (document id, episode id) pairs from the two tables' sequences. Its query looks the
+    sequences up once (a materialised CTE): evaluated per row, that lookup cost ten times the nextval."""
+    from django.db import connection
+
+    from annotate.services import imports
+
+    pairs = imports._ids_draw(1_000)
+    docs, episodes = zip(*pairs, strict=True)
+    assert len(set(docs)) == len(set(episodes)) == 1_000
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence('annotate_document', 'id'))")
+        assert cursor.fetchone()[0] > max(docs)
+        cursor.execute("SELECT nextval(pg_get_serial_sequence('annotate_episode', 'id'))")
+        assert cursor.fetchone()[0] > max(episodes)
+        cursor.execute(
+            "EXPLAIN (VERBOSE, FORMAT JSON) " + imports._IDS_SQL, ["annotate_document", "annotate_episode", 1_000]
+        )
+        plan = cursor.fetchone()[0][0]["Plan"]
+
+    # Each row's nextval takes a sequence found once (in "CTE seq"), not one looked up per row.
+    assert not any("pg_get_serial_sequence" in out for out in plan["Output"]), plan["Output"]
+    assert [p["Subplan Name"] for p in plan["Plans"] if "Subplan Name" in p] == ["CTE seq"]
+
+
+def test_an_import_runs_the_garbage_collector_less_often_and_restores_it(study, tmp_path, monkeypatch):
+    """The parse and the writes allocate a dozen containers a record; the collector's threshold is raised
+    for the import (a sixth of its parse CPU at the default) and put back after it, even after an error."""
+    import gc
+
+    from annotate.services import imports
+
+    before = gc.get_threshold()
+    seen = []
+    real = imports._spool_write
+
+    def spy(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(imports, "_spool_write", spy)
+    path = tmp_path / "issues.json"
+    path.write_bytes((SAMPLES / "github_issues.json").read_bytes())
+    imports.import_file_resumable(study=study, path=path)
+    assert seen == [imports.IMPORT_GC_THRESHOLD] and gc.get_threshold() == before
+    real_iter = imports.iter_file
+
+    def iter_spy(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return real_iter(*args, **kwargs)
+
+    monkeypatch.setattr(imports, "iter_file", iter_spy)
+    with pytest.raises(ImportFileError):
+        imports.import_file(study=study, path=BAD / "truncated.json")
+    assert seen[1:] == [imports.IMPORT_GC_THRESHOLD] and gc.get_threshold() == before

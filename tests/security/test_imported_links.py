@@ -89,3 +89,25 @@ def test_no_page_renders_a_javascript_link(client, alice, study, hostile_everywh
         html = response.content.decode().lower()
         assert "javascript:" not in html, url
     assert "Hostile link" in client.get(pages[4]).content.decode()  # the cell lists the episode, without the link
+
+
+def test_the_fast_path_for_plain_links_agrees_with_the_full_check():
+    """safe_link accepts a plain http(s) URL by one regex before urlsplit; on every string, hostile or
+    not, the answer must be the full check's. The strings are built from the pieces that matter:
+    schemes in any case, hosts, ports, userinfo, brackets, whitespace and controls, non-ASCII."""
+    import random
+
+    from annotate import render
+
+    pieces = ["http", "https", "HTTP", "javascript", "data", "ftp", ":", "//", "/", "?", "#", "@", "[", "]",
+              "::1", "github.com", "a", "-", ".", "x.y", ":80", ":", ":b", "%20", " ", "\t", "\n", "\x00", "\x7f",
+              "\x85", "\u2028", "é", "issues/1", "~", "\\", '"', "<", ">"]  # fmt: skip
+    rng = random.Random(18)
+    urls = [*HOSTILE, "https://github.com/o/r/issues/1", "https://doi.org/10.1/x"]
+    urls += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 9))) for _ in range(20_000)]
+    urls += ["https://" + "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6))) for _ in range(20_000)]
+    disagree = [u for u in urls if render.safe_link(u) != render._safe_link_checked(u)]
+    assert disagree == []
+    fast = [u for u in urls if render._PLAIN_LINK.fullmatch(u)]
+    assert "https://github.com/o/r/issues/1" in fast
+    assert len(fast) > 1_000  # the comparison covered the fast path, not only the slow one
