@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import date, time
 from itertools import islice
@@ -629,7 +629,9 @@ def spool_path_for(path: Path) -> Path:
     return path.with_name(path.name + ".spool")
 
 
-def _spool_write(path: Path, *, include_prs: bool) -> tuple[Path, int]:
+def _spool_write(
+    path: Path, *, include_prs: bool, offer: Callable[[int, list, dict], None] | None = None
+) -> tuple[Path, int]:
     """Parse the whole file once, in batches of BATCH_SIZE, into a spool beside it: each batch's records
     and their hashes as a line of JSON. Raises ImportFileError, writing no spool, for a malformed file.
 
@@ -637,10 +639,11 @@ def _spool_write(path: Path, *, include_prs: bool) -> tuple[Path, int]:
     so batches can be written in any order, by several connections at once. The writing pass
     then reads the spool instead of parsing the file a second time. The spool is renamed into
     place only when whole, so a retried job reuses it or makes it anew.
+    `offer(index, items, digests)`, if given, is handed each batch as it is spooled (see _EarlyWriters).
     Returns the spool and the number of items (records and skips) in the file."""
     spool = spool_path_for(path)
     part = spool.with_name(spool.name + ".part")
-    total = 0
+    total = index = 0
     seen: set[tuple[str, str]] = set()
     try:
         with (
@@ -656,6 +659,13 @@ def _spool_write(path: Path, *, include_prs: bool) -> tuple[Path, int]:
                         seen.add(key)
                 digests = [record_hash(item) if isinstance(item, Record) else None for item in chunk]
                 out.write(_spool_line(chunk, digests))
+                if offer is not None:
+                    by_key: dict[tuple[str, str], str] = {}
+                    for item, digest in zip(chunk, digests, strict=True):
+                        if digest is not None:
+                            by_key.setdefault((item.kind, item.external_id), digest)
+                    offer(index, chunk, by_key)
+                index += 1
                 total += len(chunk)
         part.replace(spool)
     finally:
@@ -699,6 +709,10 @@ class _Batches:
         if start + len(items) <= self.prefix:
             return None
         return items[max(0, self.prefix - start) :]
+
+    def committed(self, index: int) -> bool:
+        """Batch `index` is known to have committed (a checkpoint of the old form never says so)."""
+        return self.prefix is None and (index < self.through or index in self.also)
 
     def commit(self, index: int, n: int, result: ImportResult) -> dict[str, Any]:
         """Count a batch as written (the caller holds `lock`); returns the checkpoint to save."""
@@ -761,9 +775,11 @@ def import_file_resumable(
 ) -> ImportResult:
     """Import a file in committed batches, so that a retried job continues where the last one stopped.
 
-    The file is parsed once first, into a spool beside it (_spool_write), without
-    writing to the database: a malformed file still raises ImportFileError and
-    writes nothing. Then every batch of the spool commits in a transaction of its
+    The file is parsed once first, into a spool beside it (_spool_write): a
+    malformed file still raises ImportFileError and writes nothing. With several
+    writers, batches are written during the parse into transactions that commit
+    only once it has succeeded (_EarlyWriters). Then every other batch of the spool
+    commits in a transaction of its
     own, together with `on_batch(state)`, where `state` holds how many records are
     done, the file's record count, the counts so far and which batches committed.
     Pass the last committed state as `resume` to continue after it. `writers`
@@ -774,20 +790,39 @@ def import_file_resumable(
     if not path.is_file():
         raise ImportFileError(f"no such file: {path}")
     spool = spool_path_for(path)
-    if resume and spool.is_file():
-        total = resume["total"]
-    else:
-        spool, total = _spool_write(path, include_prs=include_prs)
-    batches = _Batches(resume, total)
     writers = writers or import_writers()
+    fresh = not Document.objects.filter(study=study).exists()
+    try:
+        if resume and spool.is_file():
+            total = resume["total"]
+            batches = _Batches(resume, total)
+        else:
+            batches = _Batches(resume, 0)  # a checkpoint whose spool is gone: parse again, then resume
+            early = None
+            if writers > 1 and EARLY_WRITES and not resume:
+                early = _EarlyWriters(writers, study=study, fresh=fresh, batches=batches, on_batch=on_batch)
+            try:
+                spool, total = _spool_write(path, include_prs=include_prs, offer=early and early.offer)
+            except BaseException:
+                if early is not None:
+                    early.finish(commit=False)
+                raise
+            batches.total = total
+            if early is not None:
+                early.finish(commit=True)
+    except IntegrityError as exc:
+        raise _concurrent_import_error(exc) from exc
     if progress is not None:
         progress(batches.records, total)
-    fresh = not Document.objects.filter(study=study).exists()
 
     def work() -> Iterator[tuple[int, list, dict]]:
         position = 0
         with spool.open("rb") as lines:
             for index, line in enumerate(lines):
+                if batches.committed(index):
+                    # Written early, or before a restart: not worth decoding. (`position` is only read
+                    # for a checkpoint of the old form, for which this is never true.)
+                    continue
                 items, digests = _spool_batch(line)
                 start, position = position, position + len(items)
                 todo = batches.pending(index, start, items)
@@ -807,12 +842,140 @@ def import_file_resumable(
         else:
             _write_in_threads(work(), write, writers, lambda: progress and progress(batches.records, total))
     except IntegrityError as exc:
-        raise ImportFileError(
-            "another import wrote some of these documents at the same time; run this one again "
-            f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
-        ) from exc
+        raise _concurrent_import_error(exc) from exc
     spool.unlink(missing_ok=True)
     return batches.result
+
+
+def _concurrent_import_error(exc: IntegrityError) -> ImportFileError:
+    return ImportFileError(
+        "another import wrote some of these documents at the same time; run this one again "
+        f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
+    )
+
+
+# Write batches while the file is still being parsed (see _EarlyWriters); tests that pin the order of
+# per-batch checkpoints turn it off.
+EARLY_WRITES = True
+_END = object()
+
+
+class _RolledBack(Exception):
+    pass
+
+
+class _EarlyWriters:
+    """Write batches while the parse goes on, without giving up "a malformed file writes nothing".
+
+    The parse takes one core for a third of an import; the writes, mostly the server's
+    work, wait for it. Here `n` threads, each with its own connection, take the batches
+    the parse offers whenever one of them is free (the parse never waits for them), and
+    write them into one transaction per thread that stays open until the parse ends.
+    `finish(commit=True)` (the whole file parsed) then commits them one after another,
+    each with a checkpoint naming its batches; `finish(commit=False)` rolls them all back,
+    so nobody ever sees a row of a file that turns out malformed. A batch the parse offered
+    while every writer was busy is written from the spool afterwards, as before.
+
+    A job whose worker dies during the parse starts again from nothing, as it did when
+    nothing was written before the parse ended; after `finish`, batches commit one by one.
+    """
+
+    def __init__(self, n: int, *, study: Study, fresh: bool, batches: _Batches, on_batch) -> None:
+        self.study, self.fresh, self.batches, self.on_batch = study, fresh, batches, on_batch
+        self.todo: Queue = Queue(maxsize=n)
+        self.failed = threading.Event()
+        self.commit = False
+        self.errors: list[BaseException] = []
+        self.written = 0  # batches written early, committed or not
+        self.threads = [threading.Thread(target=self._run, name=f"import-early-{i}", daemon=True) for i in range(n)]
+        for thread in self.threads:
+            thread.start()
+
+    def offer(self, index: int, items: list, digests: dict) -> None:
+        if self.failed.is_set():
+            raise self.errors[0]
+        with suppress(Full):
+            self.todo.put_nowait((index, items, digests))
+
+    def finish(self, *, commit: bool) -> None:
+        """Commit (or roll back) every writer's batches and stop the writers; raises a writer's error."""
+        self.commit = commit
+        for _ in self.threads:
+            self.todo.put(_END)  # every writer takes tasks until it gets this, even after an error
+        for thread in self.threads:
+            thread.join()
+        if commit and self.errors:
+            raise self.errors[0]
+
+    def _fail(self, exc: BaseException) -> None:
+        self.errors.append(exc)
+        self.failed.set()
+
+    def _run(self) -> None:
+        from django.db import connections
+
+        atomic = None
+        staged: list[tuple[int, int, ImportResult]] = []
+        try:
+            while (task := self.todo.get()) is not _END:
+                if self.failed.is_set():
+                    continue
+                index, items, digests = task
+                try:
+                    if atomic is None:
+                        atomic = transaction.atomic()
+                        atomic.__enter__()
+                    result = import_records(study=self.study, records=items, result=ImportResult(), seen=set(),
+                                            fresh=self.fresh, digests=digests)  # fmt: skip
+                    staged.append((index, len(items), result))
+                    self.written += 1
+                except BaseException as exc:
+                    if atomic is not None:
+                        atomic.__exit__(type(exc), exc, exc.__traceback__)  # rolls back
+                        atomic = None
+                    self._fail(exc)
+            if atomic is not None:
+                self._close(atomic, staged)
+        finally:
+            connections.close_all()
+
+    def _close(self, atomic, staged: list[tuple[int, int, ImportResult]]) -> None:
+        """Commit this writer's batches with their checkpoint, or roll them back. The shared lock is held
+        until the commit, so checkpoints commit in the order they were counted (as _write_spooled_batch)."""
+        held = False
+        saved = None
+        try:
+            if not self.commit or self.failed.is_set():
+                raise _RolledBack
+            # The deferred foreign-key checks of every row written, now, while the other writers run theirs:
+            # at the commit they would run one writer after another, under the lock.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            self.batches.lock.acquire()
+            held = True
+            if self.failed.is_set():  # another writer's commit failed while this one waited
+                raise _RolledBack
+            saved = self.batches.snapshot()
+            for index, n, result in staged:
+                state = self.batches.commit(index, n, result)
+            if self.on_batch is not None:
+                self.on_batch(state)
+        except BaseException as exc:
+            if saved is not None:
+                self.batches.restore(saved)
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            if not isinstance(exc, _RolledBack):
+                self._fail(exc)
+            if held:
+                self.batches.lock.release()
+            return
+        try:
+            atomic.__exit__(None, None, None)  # commits
+        except BaseException as exc:
+            self.batches.restore(saved)
+            self._fail(exc)
+        finally:
+            self.batches.lock.release()
 
 
 def _write_in_threads(tasks: Iterator[tuple], write: Callable[..., None], writers: int, report: Callable) -> None:
