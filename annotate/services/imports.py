@@ -900,8 +900,14 @@ class _EarlyWriters:
     def finish(self, *, commit: bool) -> None:
         """Commit (or roll back) every writer's batches and stop the writers; raises a writer's error."""
         self.commit = commit
-        for _ in self.threads:
-            self.todo.put(_END)  # every writer takes tasks until it gets this, even after an error
+        for _ in self.threads:  # every writer takes tasks until it gets this, even after an error
+            while True:
+                try:
+                    self.todo.put(_END, timeout=0.1)
+                    break
+                except Full:
+                    if not any(thread.is_alive() for thread in self.threads):
+                        break
         for thread in self.threads:
             thread.join()
         if commit and self.errors:
@@ -930,12 +936,15 @@ class _EarlyWriters:
                     staged.append((index, len(items), result))
                     self.written += 1
                 except BaseException as exc:
-                    if atomic is not None:
-                        atomic.__exit__(type(exc), exc, exc.__traceback__)  # rolls back
-                        atomic = None
                     self._fail(exc)
+                    if atomic is not None:
+                        with suppress(Exception):  # the error is already told; the connection may be gone
+                            atomic.__exit__(type(exc), exc, exc.__traceback__)  # rolls back
+                        atomic = None
             if atomic is not None:
                 self._close(atomic, staged)
+        except BaseException as exc:  # not expected; told rather than lost with the thread
+            self._fail(exc)
         finally:
             connections.close_all()
 
@@ -963,11 +972,14 @@ class _EarlyWriters:
         except BaseException as exc:
             if saved is not None:
                 self.batches.restore(saved)
-            atomic.__exit__(type(exc), exc, exc.__traceback__)
             if not isinstance(exc, _RolledBack):
                 self._fail(exc)
-            if held:
-                self.batches.lock.release()
+            try:
+                with suppress(Exception):
+                    atomic.__exit__(type(exc), exc, exc.__traceback__)  # rolls back
+            finally:
+                if held:
+                    self.batches.lock.release()
             return
         try:
             atomic.__exit__(None, None, None)  # commits
