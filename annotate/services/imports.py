@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import JSONField
 from django.utils import timezone
 
@@ -134,6 +134,30 @@ def fewer_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+# An import that creates or updates this many documents refreshes the planner's statistics when it ends.
+ANALYZE_AFTER = 5_000
+
+
+def statistics_refresh(result: ImportResult) -> bool:
+    """After a large import on PostgreSQL: ANALYZE the document and episode tables. Returns whether it ran.
+
+    Until the planner has statistics that include the new rows, it takes a new study for an
+    empty one: on a 200,000-document study just imported, the documents list and search took
+    370-480 ms a page instead of 19-30 ms. Autovacuum would analyze the tables in time, where
+    it runs, but only once a tenth of the table has changed, which a new study in a big table
+    may never reach. It costs about a second on a million-row table and never fails the import
+    (a connection without the table's ownership only gets a warning)."""
+    if connection.vendor != "postgresql" or result.created + result.updated < ANALYZE_AFTER:
+        return False
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {Document._meta.db_table}, {Episode._meta.db_table}")
+    except DatabaseError:
+        log.warning("could not refresh the planner's statistics after an import", exc_info=True)
+        return False
+    return True
 
 
 def _labels_field(labels: list[str]) -> str:
@@ -580,6 +604,8 @@ def import_file(
         raise ImportFileError(
             "another import wrote some of these documents at the same time; run this one again (it is idempotent)"
         ) from exc
+    if not connection.in_atomic_block:  # else the caller's transaction has not committed the rows yet
+        statistics_refresh(result)
     if progress is not None:
         progress(result.seen, result.seen)
     return result
@@ -844,6 +870,8 @@ def import_file_resumable(
     except IntegrityError as exc:
         raise _concurrent_import_error(exc) from exc
     spool.unlink(missing_ok=True)
+    if not connection.in_atomic_block:
+        statistics_refresh(batches.result)
     return batches.result
 
 
@@ -1106,6 +1134,8 @@ def import_github_repo(
     finally:
         if own_client:
             client.close()
+    if not connection.in_atomic_block:
+        statistics_refresh(result)
     if progress is not None:
         progress(result.seen, result.seen)
     return result
