@@ -276,3 +276,22 @@ def test_each_row_links_the_document_its_cluster_and_labels_and_counts_its_episo
     badges = '<a class="badge" href="?label=bug">bug</a> <a class="badge" href="?label=needs%20info">needs info</a> '
     assert badges in row
     assert '<td>2 · <span class="badge ok">1 coded</span> · <span class="badge warn">1 hold-out</span></td>' in row
+
+
+def test_the_rows_shorten_titles_exactly_as_djangos_truncator_does():
+    """The documents list shortens titles and repositories without Truncator's walk when they are short and in
+    NFC; every string, short or long, composed or not, combining marks included, comes out as Truncator's."""
+    import random
+    import unicodedata
+
+    from django.utils.text import Truncator
+
+    from annotate.views.documents import _chars
+
+    pieces = ["a", "Z", " ", "é", "e\u0301", "\u0301", "한", "\u1100\u1161", "😀", "ﬁ", "Å", "A\u030a", "…", "<b>"]
+    rng = random.Random(18)
+    texts = ["", "x" * 40, "x" * 41, "x" * 120, "x" * 121, "e\u0301" * 40, unicodedata.normalize("NFD", "é" * 39)]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))) for _ in range(5_000)]
+    for text in texts:
+        for length in (1, 40, 120):
+            assert _chars(text, length) == Truncator(text).chars(length), (text, length)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import unicodedata
+from urllib.parse import quote
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.template.defaultfilters import urlencode
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -26,18 +27,26 @@ from ..visibility import coding_visibility
 BODY_DISPLAY_LIMIT = 100_000
 
 
+def _chars(text: str, length: int) -> str:
+    """`Truncator(text).chars(length)`, without its per-character walk for the text that is already short
+    and in NFC (nearly every title and repository): the same string either way (a test compares them)."""
+    if len(text) <= length and (text.isascii() or unicodedata.is_normalized("NFC", text)):
+        return text
+    return Truncator(text).chars(length)
+
+
 def _document_rows(study: Study, page) -> SafeString:
     """The table rows of a page of documents, built here rather than by the template engine, which spent
     about as long on these 50 rows as the search itself (a `{% url %}` and a dozen nodes a row).
     Every value from a document is escaped by format_html; the snippet is already escaped HTML."""
     detail = reverse("document_detail", args=[study.slug, 0])[: -len("0/")]  # ".../documents/"
-    kinds = dict(DocumentKind.choices)
+    kinds = {kind: str(label) for kind, label in DocumentKind.choices}  # lazy labels, translated once a page
     rows = []
     for doc in page.rows:
         stats = page.episodes.get(doc.pk, {})
         snippet = page.snippets.get(doc.pk, "")
         labels = format_html_join(
-            " ", '<a class="badge" href="?label={}">{}</a>', ((urlencode(x), x) for x in document_labels(doc))
+            " ", '<a class="badge" href="?label={}">{}</a>', ((quote(x), x) for x in document_labels(doc))
         )
         episodes = format_html("{}", stats.get("n") or 0)
         if stats.get("coded"):
@@ -47,9 +56,9 @@ def _document_rows(study: Study, page) -> SafeString:
         row = format_html(
             '<tr><td><a href="{}{}/">{}</a><br><span class="muted small">{}</span>{}</td><td>{}</td>'
             '<td><a href="?cluster={}">{}</a></td><td>{}{}</td><td>{}</td></tr>',
-            detail, doc.pk, Truncator(doc.title).chars(120), doc.external_id,
+            detail, doc.pk, _chars(doc.title, 120), doc.external_id,
             format_html('<br><span class="snippet small">{}</span>', snippet) if snippet else "",
-            kinds.get(doc.kind, doc.kind), urlencode(doc.cluster), Truncator(doc.cluster).chars(40),
+            kinds.get(doc.kind, doc.kind), quote(doc.cluster), _chars(doc.cluster, 40),
             labels, " " if labels else "", episodes,
         )  # fmt: skip
         rows.append(row)
