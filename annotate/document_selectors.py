@@ -82,7 +82,9 @@ def documents_filtered(study: Study, filters: DocumentFilters, *, for_search: bo
     if filters.label:
         qs = qs.filter(labels__icontains=f",{filters.label},")
     if filters.coded:
-        coded = Exists(Episode.objects.filter(document=OuterRef("pk"), n_codings__gt=0))
+        # The study too (a document's episodes are its study's): the partial index episode_coded_idx then
+        # finds the coded documents when they are few, instead of a scan of every episode.
+        coded = Exists(Episode.objects.filter(study=study, document=OuterRef("pk"), n_codings__gt=0))
         qs = qs.filter(coded if filters.coded == "coded" else ~coded)
     if filters.split:
         qs = qs.filter(Exists(Episode.objects.filter(document=OuterRef("pk"), split=filters.split)))

@@ -245,6 +245,8 @@ class Episode(models.Model):
             models.Index(
                 fields=["study", "status", "id"], condition=Q(disagreement__gt=0), name="episode_disagreement_idx"
             ),
+            # The documents list's "coded" filter: the study's coded documents, without reading its uncoded ones.
+            models.Index(fields=["study", "document"], condition=Q(n_codings__gt=0), name="episode_coded_idx"),
         ]
         ordering = ["id"]
 
