@@ -691,11 +691,8 @@ def _spool_write(
                         seen.add(key)
                 digests = [record_hash(item) if isinstance(item, Record) else None for item in chunk]
                 out.write(_spool_line(chunk, digests))
-                if offer is not None:
-                    by_key: dict[tuple[str, str], str] = {}
-                    for item, digest in zip(chunk, digests, strict=True):
-                        if digest is not None:
-                            by_key.setdefault((item.kind, item.external_id), digest)
+                if offer is not None:  # a repeated key is a Skip by now: one digest a key
+                    by_key = {(i.kind, i.external_id): d for i, d in zip(chunk, digests, strict=True) if d is not None}
                     offer(index, chunk, by_key)
                 index += 1
                 total += len(chunk)
@@ -760,6 +757,21 @@ class _Batches:
             state.update(through=self.through, also=sorted(self.also))
         return state
 
+    def checkpoint(self, written: list[tuple[int, int, ImportResult]], on_batch) -> tuple:
+        """Count (index, records, result) batches as written and save the checkpoint with `on_batch(state)`,
+        in the caller's transaction, holding `lock`. Returns the state from before, for restore() should
+        the transaction then fail to commit; restores it itself if on_batch fails."""
+        saved = self.snapshot()
+        try:
+            for index, n, result in written:
+                state = self.commit(index, n, result)
+            if on_batch is not None:
+                on_batch(state)
+        except BaseException:
+            self.restore(saved)
+            raise
+        return saved
+
     def snapshot(self) -> tuple:
         return (self.records, self.result.as_dict(), self.through, set(self.also))
 
@@ -781,10 +793,7 @@ def _write_spooled_batch(
                                     digests=digests)  # fmt: skip
             batches.lock.acquire()
             held = True
-            saved = batches.snapshot()
-            state = batches.commit(index, len(items), result)
-            if on_batch is not None:
-                on_batch(state)
+            saved = batches.checkpoint([(index, len(items), result)], on_batch)
     except BaseException:
         if held and saved is not None:
             batches.restore(saved)
@@ -986,7 +995,6 @@ class _EarlyWriters:
         """Commit this writer's batches with their checkpoint, or roll them back. The shared lock is held
         until the commit, so checkpoints commit in the order they were counted (as _write_spooled_batch)."""
         held = False
-        saved = None
         try:
             if not self.commit or self.failed.is_set():
                 raise _RolledBack
@@ -998,14 +1006,8 @@ class _EarlyWriters:
             held = True
             if self.failed.is_set():  # another writer's commit failed while this one waited
                 raise _RolledBack
-            saved = self.batches.snapshot()
-            for index, n, result in staged:
-                state = self.batches.commit(index, n, result)
-            if self.on_batch is not None:
-                self.on_batch(state)
+            saved = self.batches.checkpoint(staged, self.on_batch)  # undone by itself if it fails
         except BaseException as exc:
-            if saved is not None:
-                self.batches.restore(saved)
             if not isinstance(exc, _RolledBack):
                 self._fail(exc)
             try:
