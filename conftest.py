@@ -76,6 +76,14 @@ def chromium_path() -> str | None:
     return path if Path(path).exists() else shutil.which("chromium")
 
 
+def force_parallel_plans(cursor, *, local: bool = False) -> None:
+    """PostgreSQL: plan a Gather over every query that may run in parallel, whatever it costs and whatever the
+    tables' statistics say (PostgreSQL 16 renamed the setting). The planner considers none while
+    max_parallel_workers_per_gather is 0. `local`: for the rest of the transaction only."""
+    cursor.execute("SELECT name FROM pg_settings WHERE name IN ('debug_parallel_query', 'force_parallel_mode')")
+    cursor.execute(f"SET {'LOCAL ' if local else ''}{cursor.fetchone()[0]} = on")
+
+
 @pytest.fixture
 def require_postgres():
     need(is_postgres(), "needs PostgreSQL (set DATABASE_URL=postgres://...)")

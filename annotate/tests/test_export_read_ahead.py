@@ -11,6 +11,7 @@ from django.db import connection, transaction
 
 from annotate import exports
 from annotate.models import Episode
+from conftest import force_parallel_plans
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,13 +75,9 @@ def test_no_page_is_planned_as_a_parallel_query(pg_demo):
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(cheap)
         cursor.execute("SET LOCAL max_parallel_workers_per_gather = 2")
-        # A Gather over any plan that may run in parallel, whatever the tables' statistics say: a test that
-        # ANALYZEd them in a committed transaction (an import's statistics_refresh) left them saying "tiny",
-        # and then even free parallelism planned serially. PostgreSQL 16 renamed the setting.
-        cursor.execute(
-            "SELECT name FROM pg_settings WHERE name IN ('debug_parallel_query', 'force_parallel_mode') ORDER BY name"
-        )
-        cursor.execute(f"SET LOCAL {cursor.fetchone()[0]} = on")
+        # Forced: a test that ANALYZEd the tables in a committed transaction (an import's statistics_refresh)
+        # left them saying "tiny", and then even free parallelism planned serially.
+        force_parallel_plans(cursor, local=True)
         cursor.execute("EXPLAIN " + sql, params)
         assert "Gather" in "\n".join(r[0] for r in cursor.fetchall())  # the test would see a parallel plan
         list(exports.export_rows(pg_demo, chunk=10))  # in a transaction: SET LOCAL for the rest of it

@@ -9,6 +9,7 @@ from django.db import connection, transaction
 
 from annotate.analysis import _label_part, codebook_axes, label_id_ranges, label_part
 from annotate.plans import serial_plans
+from conftest import force_parallel_plans
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,13 +38,8 @@ def _plans_of_selects(run) -> list[str]:
 
 
 def _force_parallel() -> None:
-    """Plan a Gather over every query that may run in parallel, whatever it costs (PostgreSQL 16 renamed the
-    setting). The planner considers none while max_parallel_workers_per_gather is 0."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT name FROM pg_settings WHERE name IN ('debug_parallel_query', 'force_parallel_mode') ORDER BY name"
-        )
-        cursor.execute(f"SET {cursor.fetchone()[0]} = on")
+        force_parallel_plans(cursor)
 
 
 def test_the_label_reader_never_plans_a_parallel_query(pg_demo):
