@@ -11,18 +11,27 @@ from functools import wraps
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from config.prepared import Prepared
+
 from .models import Membership, Role
 from .visibility import check_reports
 
 LEVELS = ("read", "write", "adjudicate", "owner")
 
+# Every study page and API request asks this first: compiled once (config.prepared).
+_MEMBERSHIP = Prepared(
+    lambda slug, user_id: Membership.objects.select_related("study", "study__codebook").filter(
+        study__slug=slug, user_id=user_id
+    )[:1],
+    slug=str,
+    user_id=int,
+)
+
 
 def membership_for(user, slug: str) -> Membership:
     if not user.is_authenticated:
         raise Http404("No such study")
-    membership = (
-        Membership.objects.select_related("study", "study__codebook").filter(study__slug=slug, user=user).first()
-    )
+    membership = _MEMBERSHIP.first(slug=str(slug), user_id=user.pk)
     if membership is None:
         raise Http404("No such study")
     return membership

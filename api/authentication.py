@@ -13,6 +13,13 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from annotate.models import ApiToken
+from config.prepared import Prepared
+
+# Every API request with a token asks this first: compiled once (config.prepared).
+_LIVE_TOKEN = Prepared(
+    lambda key_hash: ApiToken.objects.select_related("user").filter(key_hash=key_hash, revoked_at__isnull=True)[:1],
+    key_hash=str,
+)
 
 
 def hash_key(key: str) -> str:
@@ -21,7 +28,7 @@ def hash_key(key: str) -> str:
 
 def live_token(key: str) -> ApiToken | None:
     """The unrevoked token of an active user with this key, or None."""
-    token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
+    token = _LIVE_TOKEN.first(key_hash=hash_key(key))
     return token if token is not None and token.user.is_active else None
 
 

@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from annotate.coding_selectors import codebook_picker
 from annotate.models import Coding, Confidence, Document, Episode, Job, Study, Suggestion
+from config.prepared import Prepared
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 
@@ -326,9 +327,33 @@ class _StudyEpisode(_StudyScopedId):
         return episodes.annotate(has_mine=Exists(Coding.objects.filter(episode=OuterRef("pk"), coder=request.user)))
 
     def to_internal_value(self, data):
-        episode = super().to_internal_value(data)
+        request = self.context.get("request")
+        if request is None or not request.user.is_authenticated:
+            episode = super().to_internal_value(data)
+        else:  # every coding save asks this: the same query as get_queryset's, compiled once
+            if isinstance(data, bool) or not str(data).isdigit():
+                self.fail("invalid")
+            pk = int(data)
+            study = self.context["study"]
+            found = pk <= _MAX_ID and _EPISODE_WITH_MINE.first(study_id=study.pk, pk=pk, coder_id=request.user.pk)
+            if not found:
+                self.fail("does_not_exist", slug_name=self.slug_field, value=str(pk))
+            episode = found
         episode.study = self.context["study"]
         return episode
+
+
+_MAX_ID = 2**63 - 1  # a larger id names no row (the ORM says so without asking; the database would refuse it)
+_EPISODE_WITH_MINE = Prepared(
+    lambda study_id, pk, coder_id: (
+        Episode.objects.filter(study_id=study_id, pk=pk)
+        .annotate(has_mine=Exists(Coding.objects.filter(episode=OuterRef("pk"), coder_id=coder_id)))
+        .order_by()[:1]
+    ),
+    study_id=int,
+    pk=int,
+    coder_id=int,
+)
 
 
 class CodingWriteSerializer(serializers.Serializer):
