@@ -30,6 +30,9 @@ from django.db.models import QuerySet
 from django.db.models.query import ModelIterable, get_related_populators
 
 _STAND_IN_INT = -7_310_000_000_000  # far from any id; each parameter gets its own
+# Ids are 64-bit. A larger one names no row: the ORM answers so without asking, the database would refuse the
+# value. Callers that take an id from a request check it against this before they ask.
+MAX_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)

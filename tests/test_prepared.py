@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 
 from config.prepared import Prepared
 
@@ -130,3 +130,36 @@ def test_values_must_be_the_declared_kinds_and_all_given(study):
     with pytest.raises(TypeError, match="takes"):
         by_slug.all(slug="alpha")
     assert by_slug.first(slug="alpha", pk=study.pk + 1) is None
+
+
+def test_the_coding_pages_episode_lookup_is_its_querysets(client, study, other_study, bob, alice, make_episode, codes):
+    from django.http import Http404
+
+    from annotate.models import Coding, Episode
+    from annotate.services.studies import CodingValues, coding_save
+    from annotate.views.coding import study_episode
+
+    def orm(pk, coder):  # the lookup as study_episode wrote it before it was prepared
+        own = Coding.objects.filter(episode=OuterRef("pk"), coder=coder).values("pk")[:1]
+        found = Episode.objects.select_related("document").annotate(my_coding=Subquery(own)).get(pk=pk, study=study)
+        found.study = study
+        return found
+
+    coded, uncoded, theirs = make_episode(study), make_episode(study), make_episode(other_study)
+    values = CodingValues(
+        failure_type=codes.type("TUS-03"), source=codes.source("llm"), stage=codes.stage("iterative_execution"),
+        capability=codes.capability("actuation"),
+    )  # fmt: skip
+    mine = coding_save(episode=coded, coder=bob, values=values, version=None)
+    for episode in (coded, uncoded):
+        for coder in (bob, alice):
+            got = study_episode(study, episode.pk, coder=coder)
+            _same(got, orm(episode.pk, coder))
+            assert got.my_coding == (mine.pk if (episode, coder) == (coded, bob) else None)
+            assert got.document.body == "The agent failed."
+    for pk in (theirs.pk, 2**63, 10**30):
+        with pytest.raises(Http404):
+            study_episode(study, pk, coder=bob)
+    client.force_login(bob)
+    for pk in (theirs.pk, 2**63):  # the page's save: a 404, never a database error
+        assert client.post(f"/studies/alpha/episodes/{pk}/code/", {"action": "save"}).status_code == 404

@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, Subquery
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+
+from config.prepared import MAX_ID, Prepared
 
 from ..access import study_view
 from ..coding_forms import CodingForm
@@ -43,6 +45,12 @@ def study_episode(study: Study, pk: int, *, coder=None, lease: bool = False) -> 
     """The study's episode `pk` with its document. With `coder`, the same query also reads the id of
     their coding (`my_coding`, None if they have none) and, with `lease`, whether they hold a live
     lease on it (`leased`)."""
+    if coder is not None and not lease:  # every save asks this: the same query as below, compiled once
+        found = pk <= MAX_ID and _EPISODE_WITH_MY_CODING.first(study_id=study.pk, pk=pk, coder_id=coder.pk)
+        if not found:
+            raise Http404("No Episode matches the given query.")
+        found.study = study
+        return found
     episodes = Episode.objects.select_related("document")
     if coder is not None:
         own = Coding.objects.filter(episode=OuterRef("pk"), coder=coder).values("pk")[:1]
@@ -52,6 +60,19 @@ def study_episode(study: Study, pk: int, *, coder=None, lease: bool = False) -> 
     episode = get_object_or_404(episodes, pk=pk, study=study)
     episode.study = study
     return episode
+
+
+_EPISODE_WITH_MY_CODING = Prepared(
+    lambda study_id, pk, coder_id: (
+        Episode.objects.select_related("document")
+        .annotate(my_coding=Subquery(Coding.objects.filter(episode=OuterRef("pk"), coder_id=coder_id).values("pk")[:1]))
+        .filter(pk=pk, study_id=study_id)
+        .order_by()[:1]
+    ),
+    study_id=int,
+    pk=int,
+    coder_id=int,
+)
 
 
 def axis_groups(picker: Picker, values: dict, errors) -> list[tuple]:

@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from annotate.coding_selectors import codebook_picker
 from annotate.models import Coding, Confidence, Document, Episode, Job, Study, Suggestion
-from config.prepared import Prepared
+from config.prepared import MAX_ID, Prepared
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 
@@ -335,7 +335,7 @@ class _StudyEpisode(_StudyScopedId):
                 self.fail("invalid")
             pk = int(data)
             study = self.context["study"]
-            found = pk <= _MAX_ID and _EPISODE_WITH_MINE.first(study_id=study.pk, pk=pk, coder_id=request.user.pk)
+            found = pk <= MAX_ID and _EPISODE_WITH_MINE.first(study_id=study.pk, pk=pk, coder_id=request.user.pk)
             if not found:
                 self.fail("does_not_exist", slug_name=self.slug_field, value=str(pk))
             episode = found
@@ -343,7 +343,6 @@ class _StudyEpisode(_StudyScopedId):
         return episode
 
 
-_MAX_ID = 2**63 - 1  # a larger id names no row (the ORM says so without asking; the database would refuse it)
 _EPISODE_WITH_MINE = Prepared(
     lambda study_id, pk, coder_id: (
         Episode.objects.filter(study_id=study_id, pk=pk)
