@@ -51,3 +51,46 @@ def test_an_analysis_job_is_started_with_checked_parameters(as_user, bob, study)
     assert job.kind == "bootstrap" and job.params == {"bootstrap": 200, "seed": 7}
     bad = as_user(bob).post("/api/v1/studies/alpha/analysis/", {"bootstrap": 5, "cell": "nowhere"}, format="json")
     assert bad.status_code == 400 and {"bootstrap", "cell"} <= set(bad.json())
+
+
+def test_an_upload_spooled_to_disk_is_moved_into_place_whole(as_user, alice, study, settings, tmp_path, monkeypatch):
+    """Past FILE_UPLOAD_MAX_MEMORY_SIZE Django spools the upload to a temporary file: it is moved, not copied,
+    so no temporary copy is left behind, and the job reads every byte of it."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from django.core.files.uploadedfile import TemporaryUploadedFile
+
+    from annotate.services import imports
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path / "spool")
+    Path(settings.FILE_UPLOAD_TEMP_DIR).mkdir()
+    stored: list[tuple[Path, bytes]] = []
+    moves: list[tuple[str, str]] = []
+    real_store, real_move = imports.upload_store, imports.file_move_safe
+
+    def store(uploaded_file, **kwargs):
+        assert isinstance(uploaded_file, TemporaryUploadedFile)
+        path = real_store(uploaded_file, **kwargs)
+        stored.append((path, path.read_bytes()))
+        return path
+
+    monkeypatch.setattr(imports, "upload_store", store)
+    monkeypatch.setattr(imports, "file_move_safe", lambda a, b: (moves.append((a, b)), real_move(a, b))[1])
+    monkeypatch.setattr(tempfile, "tempdir", settings.FILE_UPLOAD_TEMP_DIR)
+    repo = "https://api.github.com/repos/acme/agent"
+    issues = [{"html_url": f"https://github.com/acme/agent/issues/{i}", "number": i, "title": f"Issue {i}",
+               "body": "x" * 200, "repository_url": repo} for i in range(40)]  # fmt: skip
+    content = json.dumps(issues).encode()
+    assert len(content) > 4 * settings.FILE_UPLOAD_MAX_MEMORY_SIZE
+    upload = SimpleUploadedFile("issues.json", content, content_type="application/json")
+    response = as_user(alice).post("/api/v1/studies/alpha/import/", {"file": upload}, format="multipart")
+    assert response.status_code == 202, response.content
+    ((path, saved),) = stored
+    assert saved == content and len(moves) == 1 and moves[0][1] == str(path)
+    assert not any(Path(settings.FILE_UPLOAD_TEMP_DIR).iterdir())  # nothing left in the spool directory
+    job = Job.objects.get(pk=response.json()["id"])
+    assert job.params["path"] == f"imports/{path.name}"
