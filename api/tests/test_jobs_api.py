@@ -91,6 +91,7 @@ def test_an_upload_spooled_to_disk_is_moved_into_place_whole(as_user, alice, stu
     assert response.status_code == 202, response.content
     ((path, saved),) = stored
     assert saved == content and len(moves) == 1 and moves[0][1] == str(path)
+    assert path.stat().st_mode & 0o777 == settings.FILE_UPLOAD_PERMISSIONS == 0o644  # a worker of another user reads it
     assert not any(Path(settings.FILE_UPLOAD_TEMP_DIR).iterdir())  # nothing left in the spool directory
     job = Job.objects.get(pk=response.json()["id"])
     assert job.params["path"] == f"imports/{path.name}"
