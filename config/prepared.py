@@ -14,14 +14,16 @@ the queryset's own would: the same fields, `select_related` objects and annotati
 every prepared lookup to its queryset, on both databases.
 
 Only plain querysets can be prepared: no prefetch_related, values() or related-manager querysets. Every
-parameter must be an int or a str that reaches the SQL as it was given. A lookup that rewrites it, such
-as `contains` or `iexact`, is refused when the queryset is built, not at a request.
+parameter is an int, a str or an aware datetime (compared with a DateTimeField), and must reach the SQL as
+it was given, once or more. A lookup that rewrites it, such as `contains`, is refused when the queryset is
+first built, not at a request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -39,7 +41,7 @@ MAX_ID = 2**63 - 1
 class _Compiled:
     sql: str
     params: tuple
-    positions: dict[str, int]
+    positions: dict[str, list[int]]
     model: type
     fields_start: int
     fields_end: int
@@ -55,17 +57,14 @@ class Prepared:
 
     def __init__(self, build: Callable[..., QuerySet], **kinds: type) -> None:
         for name, kind in kinds.items():
-            if kind not in (int, str):
-                raise ImproperlyConfigured(f"prepared parameter {name!r}: only int and str can be swapped in")
+            if kind not in (int, str, datetime):
+                raise ImproperlyConfigured(f"prepared parameter {name!r}: only int, str and datetime can be swapped in")
         self._build = build
         self._kinds = kinds
         self._compiled: dict[tuple[str, str], _Compiled] = {}
 
     def _compile(self, connection) -> _Compiled:
-        stand_ins = {
-            name: _STAND_IN_INT - i if kind is int else f"\x1fprepared {name} {i}\x1f"
-            for i, (name, kind) in enumerate(self._kinds.items())
-        }
+        stand_ins = {name: _stand_in(kind, name, i) for i, (name, kind) in enumerate(self._kinds.items())}
         queryset = self._build(**stand_ins)
         if (
             queryset._iterable_class is not ModelIterable
@@ -77,12 +76,10 @@ class Prepared:
         sql, params = compiler.as_sql()
         positions = {}
         for name, value in stand_ins.items():
-            at = [i for i, p in enumerate(params) if type(p) is type(value) and p == value]
-            if len(at) != 1:
-                raise ImproperlyConfigured(
-                    f"prepared parameter {name!r} must reach the SQL once, unchanged (it did {len(at)} times)"
-                )
-            positions[name] = at[0]
+            value = _as_sent(value, connection)
+            positions[name] = [i for i, p in enumerate(params) if type(p) is type(value) and p == value]
+            if not positions[name]:
+                raise ImproperlyConfigured(f"prepared parameter {name!r} must reach the SQL unchanged; it did not")
         select, klass_info = compiler.select, compiler.klass_info
         start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
         return _Compiled(
@@ -110,7 +107,9 @@ class Prepared:
         for name, value in values.items():
             if type(value) is not self._kinds[name]:
                 raise TypeError(f"prepared parameter {name!r} must be {self._kinds[name].__name__}")
-            params[compiled.positions[name]] = value
+            value = _as_sent(value, connection)
+            for i in compiled.positions[name]:
+                params[i] = value
         with connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
             rows = cursor.fetchall()
@@ -135,3 +134,21 @@ class Prepared:
     def first(self, **values: Any):
         rows = self.all(**values)
         return rows[0] if rows else None
+
+
+def _stand_in(kind: type, name: str, i: int) -> Any:
+    if kind is int:
+        return _STAND_IN_INT - i
+    if kind is str:
+        return f"\x1fprepared {name} {i}\x1f"
+    return datetime(1901, 2, 3, 4, 5, 6, 700_000 + i, tzinfo=UTC)
+
+
+def _as_sent(value: Any, connection) -> Any:
+    """A value as the ORM sends it for its field: a datetime as a DateTimeField prepares it for this database
+    (aware and unchanged on PostgreSQL, UTC text on SQLite); a naive one is refused rather than guessed."""
+    if type(value) is not datetime:
+        return value
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise TypeError("a prepared datetime must be aware")
+    return connection.ops.adapt_datetimefield_value(value)

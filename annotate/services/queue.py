@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -293,9 +293,9 @@ def lease_room(*, episode: Episode, coder, leased: bool | None = None) -> bool:
     return leased or has_room(episode, coder, now)
 
 
-def live_lease_of(coder) -> Exists:
-    """An expression for an Episode row: whether `coder` holds a live lease on it."""
-    return Exists(Lease.objects.filter(episode=OuterRef("pk"), coder=coder, expires_at__gt=timezone.now()))
+def live_lease_of(coder, *, now: datetime | None = None) -> Exists:
+    """An expression for an Episode row: whether `coder` (a user or their id) holds a lease live at `now`."""
+    return Exists(Lease.objects.filter(episode=OuterRef("pk"), coder=coder, expires_at__gt=now or timezone.now()))
 
 
 def lease_release(*, episode: Episode, coder) -> int:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
@@ -45,34 +48,34 @@ def study_episode(study: Study, pk: int, *, coder=None, lease: bool = False) -> 
     """The study's episode `pk` with its document. With `coder`, the same query also reads the id of
     their coding (`my_coding`, None if they have none) and, with `lease`, whether they hold a live
     lease on it (`leased`)."""
-    if coder is not None and not lease:  # every save asks this: the same query as below, compiled once
-        found = pk <= MAX_ID and _EPISODE_WITH_MY_CODING.first(study_id=study.pk, pk=pk, coder_id=coder.pk)
+    if coder is None:
+        episode = get_object_or_404(Episode.objects.select_related("document"), pk=pk, study=study)
+    else:  # every coding page and save asks this: compiled once (config.prepared)
+        found = pk <= MAX_ID and (
+            _EPISODE_LEASED.first(study_id=study.pk, pk=pk, coder_id=coder.pk, now=timezone.now())
+            if lease
+            else _EPISODE.first(study_id=study.pk, pk=pk, coder_id=coder.pk)
+        )
         if not found:
             raise Http404("No Episode matches the given query.")
-        found.study = study
-        return found
-    episodes = Episode.objects.select_related("document")
-    if coder is not None:
-        own = Coding.objects.filter(episode=OuterRef("pk"), coder=coder).values("pk")[:1]
-        episodes = episodes.annotate(my_coding=Subquery(own))
-        if lease:
-            episodes = episodes.annotate(leased=live_lease_of(coder))
-    episode = get_object_or_404(episodes, pk=pk, study=study)
+        episode = found
     episode.study = study
     return episode
 
 
-_EPISODE_WITH_MY_CODING = Prepared(
-    lambda study_id, pk, coder_id: (
-        Episode.objects.select_related("document")
-        .annotate(my_coding=Subquery(Coding.objects.filter(episode=OuterRef("pk"), coder_id=coder_id).values("pk")[:1]))
-        .filter(pk=pk, study_id=study_id)
-        .order_by()[:1]
-    ),
-    study_id=int,
-    pk=int,
-    coder_id=int,
+def _coder_episode(study_id: int, pk: int, coder_id: int, now: datetime | None = None) -> QuerySet[Episode]:
+    """The episode with its document and the id of the coder's coding; given `now`, whether they hold a live lease."""
+    own = Coding.objects.filter(episode=OuterRef("pk"), coder_id=coder_id).values("pk")[:1]
+    episodes = Episode.objects.select_related("document").annotate(my_coding=Subquery(own))
+    if now is not None:
+        episodes = episodes.annotate(leased=live_lease_of(coder_id, now=now))
+    return episodes.filter(pk=pk, study_id=study_id).order_by()[:1]
+
+
+_EPISODE = Prepared(
+    lambda study_id, pk, coder_id: _coder_episode(study_id, pk, coder_id), study_id=int, pk=int, coder_id=int
 )
+_EPISODE_LEASED = Prepared(_coder_episode, study_id=int, pk=int, coder_id=int, now=datetime)
 
 
 def axis_groups(picker: Picker, values: dict, errors) -> list[tuple]:
