@@ -5,7 +5,7 @@ Fields are listed explicitly, so a new model field never leaks into the API.
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -286,10 +286,13 @@ class _StudyScopedId(_StudyScoped):
     def __init__(self, **kwargs):
         super().__init__(slug_field="pk", **kwargs)
 
-    def to_internal_value(self, data):
+    def _id(self, data) -> int:
         if isinstance(data, bool) or not str(data).isdigit():
             self.fail("invalid")
-        return super().to_internal_value(int(data))
+        return int(data)
+
+    def to_internal_value(self, data):
+        return super().to_internal_value(self._id(data))
 
 
 class _CodebookCode(_StudyScoped):
@@ -324,16 +327,14 @@ class _StudyEpisode(_StudyScopedId):
         request = self.context.get("request")
         if request is None or not request.user.is_authenticated:
             return episodes
-        return episodes.annotate(has_mine=Exists(Coding.objects.filter(episode=OuterRef("pk"), coder=request.user)))
+        return _with_mine(episodes, request.user.pk)
 
     def to_internal_value(self, data):
         request = self.context.get("request")
         if request is None or not request.user.is_authenticated:
             episode = super().to_internal_value(data)
         else:  # every coding save asks this: the same query as get_queryset's, compiled once
-            if isinstance(data, bool) or not str(data).isdigit():
-                self.fail("invalid")
-            pk = int(data)
+            pk = self._id(data)
             study = self.context["study"]
             found = pk <= MAX_ID and _EPISODE_WITH_MINE.first(study_id=study.pk, pk=pk, coder_id=request.user.pk)
             if not found:
@@ -343,12 +344,15 @@ class _StudyEpisode(_StudyScopedId):
         return episode
 
 
+def _with_mine(episodes: QuerySet[Episode], coder_id: int) -> QuerySet[Episode]:
+    """The episodes with `has_mine`: whether that coder has coded each."""
+    return episodes.annotate(has_mine=Exists(Coding.objects.filter(episode=OuterRef("pk"), coder_id=coder_id)))
+
+
 _EPISODE_WITH_MINE = Prepared(
-    lambda study_id, pk, coder_id: (
-        Episode.objects.filter(study_id=study_id, pk=pk)
-        .annotate(has_mine=Exists(Coding.objects.filter(episode=OuterRef("pk"), coder_id=coder_id)))
-        .order_by()[:1]
-    ),
+    lambda study_id, pk, coder_id: _with_mine(Episode.objects.filter(study_id=study_id, pk=pk), coder_id).order_by()[
+        :1
+    ],
     study_id=int,
     pk=int,
     coder_id=int,
