@@ -462,6 +462,70 @@ def test_new_ids_come_from_the_sequences_looked_up_once(require_postgres):
     assert [p["Subplan Name"] for p in plan["Plans"] if "Subplan Name" in p] == ["CTE seq"]
 
 
+def test_binary_copy_stores_what_the_text_format_stores(require_postgres, study, other_study):
+    """New documents and episodes go by COPY in PostgreSQL's binary format; the text format, which prepared rows
+    still use, must store the same: escapes, NULLs, an Enum's value, jsonb from orjson and from json.dumps (an
+    integer over 64 bits), the constants; and a broken row fails the batch as Django's IntegrityError."""
+    from django.db import IntegrityError, connection, transaction
+    from django.utils import timezone
+
+    from annotate.models import DocumentKind
+    from annotate.services import imports
+
+    tricky = 'back\\slash \\N tab\there new\nline cr\rx "q" café 😀 \u2028 end\\'
+    now = timezone.now()
+
+    def rows(base: int) -> list[dict]:
+        return [
+            {"id": base + i, "kind": DocumentKind.GITHUB_ISSUE, "external_id": f"a/b#{i}", "url": "", "cluster": "a/b",
+             "title": tricky, "body": body, "labels": ",a\\b\tc,", "meta": meta, "raw": raw, "content_hash": "h"}
+            for i, (body, meta, raw) in enumerate([
+                (tricky, {"n": 1, "t": tricky}, {"deep": [tricky, None, 1.5, True, {"k\\t": "v"}]}),
+                ("", {}, {"big": 2**70, "neg": -(2**65)}),
+                ("\\N", {"x": None}, []),
+            ])
+        ]  # fmt: skip
+
+    def write(s, base: int, *, binary: bool) -> None:
+        docs = imports._RawWriter(Document, {"study_id": s.pk, "imported_at": now, "updated_at": now}, with_pk=True)
+        episodes = imports._RawWriter(Episode, {"study_id": s.pk, "created_at": now}, with_pk=True)
+        assert docs.binary_types and episodes.binary_types  # both tables' column types have a binary form
+        if not binary:
+            docs.binary_types = episodes.binary_types = None
+        docs.insert(rows(base))
+        episodes.insert([{"id": base + i, "document_id": base + i, "queue_key": 2**62 + i} for i in range(3)])
+
+    write(study, 10_000_000, binary=True)
+    write(other_study, 20_000_000, binary=False)
+    columns = [f.attname for f in Document._meta.concrete_fields if f.name not in {"id", "study"}]
+
+    def stored(s) -> list[tuple]:
+        with connection.cursor() as cursor:  # the generated full-text column, which the model does not declare
+            sql = "SELECT search::text FROM annotate_document WHERE study_id = %s ORDER BY external_id"
+            cursor.execute(sql, [s.pk])
+            search = [row[0] for row in cursor.fetchall()]
+        rows = list(Document.objects.filter(study=s).order_by("external_id").values_list(*columns))
+        return list(zip(rows, search, strict=True))
+
+    assert stored(study) == stored(other_study)
+    first = Document.objects.get(study=study, external_id="a/b#0")
+    assert first.kind == "github_issue" and first.title == first.body == tricky and first.labels == ",a\\b\tc,"
+    assert Document.objects.get(study=study, external_id="a/b#1").raw == {"big": 2**70, "neg": -(2**65)}
+    assert Document.objects.get(study=study, external_id="a/b#2").body == "\\N"
+    assert first.imported_at == now and first.occurred_at is None and first.assignee_id is None
+    ep_columns = ["document__external_id", "excerpt", "start", "end", "order", "split", "status", "n_codings",
+                  "queue_key", "reference", "disagreement", "created_at"]  # fmt: skip
+    expected = [(f"a/b#{i}", "", None, None, 0, "primary", "open", 0, 2**62 + i, {}, 0, now) for i in range(3)]
+
+    def episodes(s) -> list[tuple]:
+        return list(Episode.objects.filter(study=s).order_by("document__external_id").values_list(*ep_columns))
+
+    assert episodes(study) == expected == episodes(other_study)
+
+    with pytest.raises(IntegrityError), transaction.atomic():  # the same (study, kind, external_id) again
+        imports._RawWriter(Document, {"study_id": study.pk}, with_pk=True).insert(rows(30_000_000)[:1])
+
+
 def test_an_import_runs_the_garbage_collector_less_often_and_restores_it(study, tmp_path, monkeypatch):
     """The parse and the writes allocate a dozen containers a record; the collector's threshold is raised
     for the import (a sixth of its parse CPU at the default) and put back after it, even after an error."""
