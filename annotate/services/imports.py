@@ -836,6 +836,14 @@ class _Batches:
         self.result = ImportResult.from_dict(result)
 
 
+def _constraints_check_now() -> None:
+    """Run the deferred foreign-key checks of every row this transaction wrote now, while the other writers
+    run theirs: at the commit, which holds the batches' lock, they would run one writer after another."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+
 def _write_spooled_batch(
     *, study: Study, index: int, items: list, digests: dict, fresh: bool, batches: _Batches, on_batch
 ) -> None:
@@ -847,6 +855,7 @@ def _write_spooled_batch(
         with transaction.atomic():
             result = import_records(study=study, records=items, result=ImportResult(), seen=set(), fresh=fresh,
                                     digests=digests)  # fmt: skip
+            _constraints_check_now()
             batches.lock.acquire()
             held = True
             saved = batches.checkpoint([(index, len(items), result)], on_batch)
@@ -1054,10 +1063,7 @@ class _EarlyWriters:
         try:
             if not self.commit or self.failed.is_set():
                 raise _RolledBack
-            # The deferred foreign-key checks of every row written, now, while the other writers run theirs:
-            # at the commit they would run one writer after another, under the lock.
-            with connection.cursor() as cursor:
-                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            _constraints_check_now()
             self.batches.lock.acquire()
             held = True
             if self.failed.is_set():  # another writer's commit failed while this one waited

@@ -159,3 +159,40 @@ def test_a_large_import_refreshes_the_planners_statistics_and_a_small_one_does_n
     large = imports.import_file(study=study, path=path)
     assert (large.created, large.unchanged) == (151, 99)
     assert reltuples() == Document.objects.count() == 250 != before
+
+
+@pytest.mark.parametrize("early_writes", [False, True])
+def test_a_writer_runs_its_deferred_foreign_key_checks_before_it_takes_the_batches_lock(
+    require_postgres, study, tmp_path, monkeypatch, settings, early_writes
+):
+    """The lock that orders checkpoints is held through the commit. The deferred foreign-key checks of a batch's
+    rows run before it is taken, while the other writer works: at the commit they would run under it, one
+    writer after another. So a batch whose rows break a reference fails before its checkpoint is counted."""
+    from django.db import IntegrityError, connection
+
+    from annotate.services import imports
+
+    settings.FAULTLINE_IMPORT_WRITERS = 2
+    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    monkeypatch.setattr(imports, "EARLY_WRITES", early_writes)
+    real_import, real_checkpoint = imports.import_records, imports._Batches.checkpoint
+    counted: list[int] = []
+
+    def import_records(**kwargs):
+        result = real_import(**kwargs)
+        if any(r.external_id == "acme/agent#20" for r in kwargs["records"]):  # batch 2: one broken reference
+            with connection.cursor() as cursor:
+                cursor.execute("UPDATE annotate_episode SET document_id = %s WHERE id = (SELECT max(id) "
+                               "FROM annotate_episode)", [2**62])  # fmt: skip
+        return result
+
+    def checkpoint(self, written, on_batch):
+        counted.extend(index for index, _, _ in written)
+        return real_checkpoint(self, written, on_batch)
+
+    monkeypatch.setattr(imports, "import_records", import_records)
+    monkeypatch.setattr(imports._Batches, "checkpoint", checkpoint)
+    with pytest.raises((ImportFileError, IntegrityError)):
+        imports.import_file_resumable(study=study, path=issues_file(tmp_path, 300))
+    assert 2 not in counted
+    assert not Episode.objects.filter(document_id=2**62).exists()
