@@ -288,11 +288,8 @@ def _base_type(db_type: str | None) -> str | None:
 
 
 def _jsonb_binary(value: Any, field: JSONField) -> bytes:
-    """A JSON field's value in jsonb's binary COPY form: version 1, then the same JSON text as _json_text."""
-    try:
-        return b"\x01" + orjson.dumps(value)
-    except TypeError:
-        return b"\x01" + json.dumps(value, cls=field.encoder, ensure_ascii=False).encode()
+    """A JSON field's value in jsonb's binary COPY form: version 1, then the JSON text of _json_text."""
+    return b"\x01" + _json_text(value, field).encode()
 
 
 class _RawWriter:
