@@ -41,9 +41,13 @@ TEST_JOBS ?= auto
 test: $(VENV)/.dev
 	$(PY) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 $(PYTEST_ARGS)
 
+# Style, the import contracts of [tool.importlinter] (pyproject.toml; docs/adr/0001-layout.md says why), and
+# no model change without its migration.
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(PY) manage.py makemigrations --check --dry-run
 
 # Production: gunicorn, a Celery worker and Celery beat against PostgreSQL and Redis,
 # configured by the environment (SECRET_KEY, DATABASE_URL, CELERY_BROKER_URL, ...).

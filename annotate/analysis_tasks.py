@@ -165,7 +165,9 @@ def replicates_digest(reps: list[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-@shared_task(ignore_result=False, acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="annotate.analysis_tasks.bootstrap_chunk", ignore_result=False, acks_late=True, reject_on_worker_lost=True
+)
 def bootstrap_chunk(job_id: int, B: int, seed: int, start: int, stop: int, packed_designs: str) -> dict:
     """Replicate counts for blocks [start, stop) of a B-replicate run, as compressed arrays."""
     t: dict = {}
@@ -183,7 +185,7 @@ def bootstrap_chunk(job_id: int, B: int, seed: int, start: int, stop: int, packe
     return {"start": start, "stop": stop, "replicates": packed, "timings": t}
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="annotate.analysis_tasks.bootstrap_combine", acks_late=True, reject_on_worker_lost=True)
 def bootstrap_combine(parts: list[dict], job_id: int, labels: str, timings: dict | None = None) -> None:
     """The chord's body: stack the chunks in block order and store the analysis document."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -218,7 +220,7 @@ def bootstrap_combine(parts: list[dict], job_id: int, labels: str, timings: dict
     )
 
 
-@shared_task
+@shared_task(name="annotate.analysis_tasks.bootstrap_failed")
 def bootstrap_failed(job_id: int) -> None:
     """The chord's error callback: a chunk raised (a dead worker requeues its chunk instead)."""
     _job_fail(job_id, "A chunk of the bootstrap failed; the workers' log says why. Start the analysis again.")
@@ -288,7 +290,9 @@ def _route() -> dict:
     return {"queue": settings.FAULTLINE_ANALYSIS_QUEUE} if settings.FAULTLINE_ANALYSIS_QUEUE else {}
 
 
-@shared_task(ignore_result=False, acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="annotate.analysis_tasks.bootstrap_labels", ignore_result=False, acks_late=True, reject_on_worker_lost=True
+)
 def bootstrap_labels(job_id: int, lo: int, hi: int) -> dict:
     """The final labels of the job's study for episode ids [lo, hi), packed."""
     t: dict = {}
@@ -298,7 +302,7 @@ def bootstrap_labels(job_id: int, lo: int, hi: int) -> dict:
     return {"lo": lo, "labels": packed, "timings": t}
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="annotate.analysis_tasks.bootstrap_scatter", acks_late=True, reject_on_worker_lost=True)
 def bootstrap_scatter(parts: list[dict], job_id: int, chunks: int) -> None:
     """The labels chord's body: join the parts, then send one chunk of replicates per block range."""
     wall, cpu = time.perf_counter(), time.process_time()

@@ -10,6 +10,7 @@ from .jobs import job_run
 # A database that is down when the message arrives: try again later with the same message id
 # (the job's recorded one), so beat keeps counting it as queued.
 @shared_task(
+    name="annotate.tasks.run_job",
     acks_late=True,
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
@@ -23,7 +24,7 @@ def run_job(job_id: int) -> None:
     job_run(job_id=job_id)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None)
+@shared_task(name="annotate.tasks.deliver_webhook", bind=True, acks_late=True, max_retries=None)
 def deliver_webhook(
     self, *, study_id: int, document_id: int | None, event: str, event_id: str, payload: dict, attempt: int
 ) -> bool:
