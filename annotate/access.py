@@ -11,10 +11,9 @@ from functools import wraps
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from annotate.models import Membership, Role
+from annotate.visibility import check_reports
 from config.prepared import Prepared
-
-from .models import Membership, Role
-from .visibility import check_reports
 
 LEVELS = ("read", "write", "adjudicate", "owner")
 

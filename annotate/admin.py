@@ -1,7 +1,7 @@
 from django.contrib import admin
 from simple_history.admin import SimpleHistoryAdmin
 
-from .models import (
+from annotate.models import (
     Adjudication,
     ApiToken,
     Artifact,

@@ -24,13 +24,12 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
+from annotate.attribution import attribution_document
+from annotate.labels import final_label_values, resolve_label
+from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
+from annotate.plans import serial_plans
 from taxonomy import stats
 from taxonomy.models import Axis, AxisValue, Category, FailureType
-
-from .attribution import attribution_document
-from .labels import final_label_values, resolve_label
-from .models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
-from .plans import serial_plans
 
 KINDS = tuple(DocumentKind.values)  # github_issue, literature, incident: the stream order of designs
 KIND_LABELS = dict(DocumentKind.choices)
@@ -984,7 +983,7 @@ def coverage_document(study: Study, *, level: float = LEVEL, labels: LabelArrays
 
 def finished_bootstrap(study: Study, params: Params) -> dict | None:
     """The document of a finished "bootstrap" job with these parameters on the study's current labels, if any."""
-    from .models import Job, JobStatus
+    from annotate.models import Job, JobStatus
 
     axes = codebook_axes(study)
     fingerprint = label_arrays(study, axes).fingerprint

@@ -41,9 +41,7 @@ from django.db.models.functions import Least
 from django.urls import reverse
 from django.utils import timezone
 
-from taxonomy import stats
-
-from .analysis import (
+from annotate.analysis import (
     MAX_B,
     LabelArrays,
     analysis_document,
@@ -58,9 +56,10 @@ from .analysis import (
     parse_params,
     unpack,
 )
-from .jobs import DEFERRED, job_deferred_heartbeat
-from .labels import FinalLabel
-from .models import Job, JobStatus, Study
+from annotate.jobs import DEFERRED, job_deferred_heartbeat
+from annotate.labels import FinalLabel
+from annotate.models import Job, JobStatus, Study
+from taxonomy import stats
 
 log = logging.getLogger(__name__)
 

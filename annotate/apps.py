@@ -3,7 +3,7 @@ from django.db.models.signals import post_migrate
 
 
 def _search_index_ensure(sender, using="default", **kwargs) -> None:
-    from .search import search_index_ensure
+    from annotate.search import search_index_ensure
 
     search_index_ensure(using=using)
 

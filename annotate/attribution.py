@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from django.contrib.auth import get_user_model
 
+from annotate.models import Adjudication, Coding, DocumentKind, Episode, LabelRule, Study, Suggestion
 from taxonomy import stats
 from taxonomy.attribution import TOLERANCES, accuracy, step_agreement
-
-from .models import Adjudication, Coding, DocumentKind, Episode, LabelRule, Study, Suggestion
 
 
 def norm_agent(name: str) -> str:

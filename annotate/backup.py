@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .models import Coding
+from annotate.models import Coding
 
 # Everything a study's work depends on; sessions, lockouts and content types are
 # recreated by `migrate` or are transient.
@@ -63,8 +63,8 @@ def backup_write(*, out_dir: Path) -> BackupResult:
         )
     files = ["data.json"]
     # The labelled datasets too, readable without Faultline (JSONL with manifests).
-    from .models import Study
-    from .services.datasets import export_write
+    from annotate.models import Study
+    from annotate.services.datasets import export_write
 
     for study in Study.objects.order_by("slug"):
         name = f"exports/{study.slug}.jsonl"

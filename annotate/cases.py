@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from .attribution import final_attribution
-from .coding_selectors import codebook_picker
-from .labels import resolve_label
-from .models import Adjudication, Artifact, Coding, DocumentKind, Episode, Study, TraceStep
-from .trace_selectors import evidence_state
+from annotate.attribution import final_attribution
+from annotate.coding_selectors import codebook_picker
+from annotate.labels import resolve_label
+from annotate.models import Adjudication, Artifact, Coding, DocumentKind, Episode, Study, TraceStep
+from annotate.trace_selectors import evidence_state
 
 CHUNK = 20  # episodes per chunk: a chunk holds their steps, up to 5,000 each
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from django import forms
 
+from annotate.coding_selectors import Picker
+from annotate.evidence import MAX_QUOTE, evidence_locate
+from annotate.models import Confidence, Episode, QueueOrder, Split, Suggestion
+from annotate.services.adjudication import AdjudicationValues
+from annotate.services.coding_settings import MAX_CODERS_PER_EPISODE
+from annotate.services.studies import CodingValues, coding_values_validate
 from taxonomy.models import Axis
-
-from .coding_selectors import Picker
-from .evidence import MAX_QUOTE, evidence_locate
-from .models import Confidence, Episode, QueueOrder, Split, Suggestion
-from .services.adjudication import AdjudicationValues
-from .services.coding_settings import MAX_CODERS_PER_EPISODE
-from .services.studies import CodingValues, coding_values_validate
 
 AXES = tuple(Axis.values)  # source, stage, capability
 

@@ -16,11 +16,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from annotate.models import Adjudication, DocumentKind, Episode, EpisodeStatus, Split, Study
+from annotate.services import CodingValues, coding_save, study_create
+from annotate.services.imports import import_file
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
-
-from .models import Adjudication, DocumentKind, Episode, EpisodeStatus, Split, Study
-from .services import CodingValues, coding_save, study_create
-from .services.imports import import_file
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 DEMO_SLUG = "demo"

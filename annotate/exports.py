@@ -31,12 +31,11 @@ from django.db.models import Func, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from annotate.labels import resolve_label
+from annotate.models import Adjudication, Coding, Episode, Study, Suggestion
+from annotate.plans import SERIAL_PLANS
+from annotate.prefetch import prefetched
 from taxonomy.models import AxisValue, FailureType
-
-from .labels import resolve_label
-from .models import Adjudication, Coding, Episode, Study, Suggestion
-from .plans import SERIAL_PLANS
-from .prefetch import prefetched
 
 # "cases": one regression case per coded trace episode (annotate.cases), as JSON Lines.
 FORMATS = ("jsonl", "csv", "parquet", "cases")
@@ -589,7 +588,7 @@ def export_stream(
     """The JSONL, CSV or cases export as byte chunks; pass a Digest to count and hash it on the way."""
     digest = digest or Digest()
     if fmt == "cases":
-        from .cases import case_rows
+        from annotate.cases import case_rows
 
         return digest.through(jsonl_chunks(digest.count(case_rows(study, episodes)), rows_per_chunk=5))
     rows = digest.count(export_rows(study, episodes, coders=coders))

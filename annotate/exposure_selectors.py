@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 from django.core import signing
 
+from annotate.exposure import ExposureReport, ExposureRow, exposure_arm, exposure_report
+from annotate.labels import final_labels
+from annotate.models import Coding, CodingExposure, Episode, Study, SuggestionStatus
 from taxonomy.models import FailureType
-
-from .exposure import ExposureReport, ExposureRow, exposure_arm, exposure_report
-from .labels import final_labels
-from .models import Coding, CodingExposure, Episode, Study, SuggestionStatus
 
 SALT = "faultline.exposure"
 NAF = "(not a failure)"

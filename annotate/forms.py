@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
-from .models import QueueOrder, Role
+from annotate.models import QueueOrder, Role
 
 
 class MemberForm(forms.Form):

@@ -15,10 +15,9 @@ import numpy as np
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from annotate.labels import final_labels
+from annotate.models import Coding, Document, DocumentKind, Episode, Study, Suggestion, TriageStatus
 from taxonomy.models import AxisValue, FailureType
-
-from .labels import final_labels
-from .models import Coding, Document, DocumentKind, Episode, Study, Suggestion, TriageStatus
 
 CONFIRMED, CODED, SUGGESTED, UNKNOWN = "confirmed", "coded", "suggested", "unknown"
 AGES = {"1d": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -160,7 +159,7 @@ class Similar:
 
 def similar_incidents(study: Study, document: Document, *, limit: int = 5, pool: int = 500) -> list[Similar]:
     """Past incidents with the same failure type, then the nearest by text in the local suggester's space."""
-    from .suggest_local import text_vectors
+    from annotate.suggest_local import text_vectors
 
     past = list(incidents(study).exclude(pk=document.pk).filter(imported_at__lte=document.imported_at)[:pool])
     if not past:

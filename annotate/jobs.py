@@ -50,7 +50,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .models import Job, JobStatus
+from annotate.models import Job, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _message_ttl_s() -> int:
 def job_enqueue(*, job_id: int) -> bool:
     """Send one `run_job` message for a pending job and record its id. False if the broker is down
     (the job stays pending and `jobs_tend`, run by beat, sends it once the broker is back)."""
-    from .tasks import run_job
+    from annotate.tasks import run_job
 
     message_id = uuid.uuid4().hex
     marked = Job.objects.filter(pk=job_id, status=JobStatus.PENDING).update(

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .models import Adjudication, Coding, Episode, LabelRule, Study
+from annotate.models import Adjudication, Coding, Episode, LabelRule, Study
 
 AXES = ("failure_type_id", "source_id", "stage_id", "capability_id", "not_a_failure", "needs_new_type")
 

@@ -31,7 +31,7 @@ from django.db.models.expressions import RawSQL
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from .models import Document
+from annotate.models import Document
 
 SEARCH_BODY_CHARS = 100_000  # what is indexed of a body (the SQL below spells it out)
 SEARCH_CANDIDATES = 1000  # the newest matches that are ranked (see the module docstring)

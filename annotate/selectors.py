@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db.models import Count, IntegerField, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from .models import Document, Episode, EpisodeStatus, Membership, Split, Study
+from annotate.models import Document, Episode, EpisodeStatus, Membership, Split, Study
 
 
 def count_per_outer_row(rows: QuerySet, key: str) -> Coalesce:
@@ -66,7 +66,7 @@ class StudyJobs:
 
 def study_jobs(study: Study, *, recent: int = 30) -> StudyJobs:
     """A study's jobs for its Jobs page: every unfinished one, and the `recent` latest finished ones."""
-    from .models import Job, JobStatus
+    from annotate.models import Job, JobStatus
 
     rows = Job.objects.filter(study=study).select_related("created_by").defer("params", "result", "checkpoint")
     active = rows.filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING]).order_by("created_at", "pk")
@@ -83,7 +83,7 @@ def jobs_health(user=None, *, limit: int = 50) -> dict:
     from django.db.models import Min
     from django.utils import timezone
 
-    from .models import Job, JobStatus
+    from annotate.models import Job, JobStatus
 
     now = timezone.now()
     running = Q(status=JobStatus.RUNNING)

@@ -24,9 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from annotate.suggest_base import AXES, Answer
 from taxonomy.stats import wilson
-
-from .suggest_base import AXES, Answer
 
 NAF = "__not_a_failure__"
 FIELDS = ("failure_type", *AXES)

@@ -45,8 +45,17 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import normalize
 
-from .suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec, codebook_spec, reading, text_hash
-from .suggest_text import (
+from annotate.suggest_base import (
+    AXES,
+    MAX_CANDIDATES,
+    Answer,
+    Candidate,
+    CodebookSpec,
+    codebook_spec,
+    reading,
+    text_hash,
+)
+from annotate.suggest_text import (
     claim_spans,
     clean_report,
     code_lines,

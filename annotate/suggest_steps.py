@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .models import StepKind, StepStatus
+from annotate.models import StepKind, StepStatus
 
 
 class StepLike(Protocol):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import Study, SuggesterAudit, SuggestionBackend
+from annotate.models import Study, SuggesterAudit, SuggestionBackend
 
 
 def latest_audits(study: Study) -> list[SuggesterAudit]:

@@ -3,8 +3,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from . import analysis_tasks  # noqa: F401  (registers bootstrap_chunk with the worker)
-from .jobs import job_run
+from annotate import analysis_tasks  # noqa: F401  (registers bootstrap_chunk with the worker)
+from annotate.jobs import job_run
 
 
 # A database that is down when the message arrives: try again later with the same message id
@@ -31,7 +31,7 @@ def deliver_webhook(
     """One delivery attempt; a failed one is retried with exponential backoff up to the configured attempts."""
     from django.conf import settings
 
-    from .webhooks import webhook_attempt, webhook_backoff
+    from annotate.webhooks import webhook_attempt, webhook_backoff
 
     delivery = webhook_attempt(
         study_id=study_id, document_id=document_id, event=event, event_id=event_id, payload=payload, attempt=attempt

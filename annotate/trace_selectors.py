@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.db.models.functions import Length, Substr
 
-from .models import Artifact, Document, StepKind, StepStatus, TraceStep
+from annotate.models import Artifact, Document, StepKind, StepStatus, TraceStep
 
 WINDOW = 100
 FIRST_WINDOW = 40  # the first screen: a page shows about this many steps before anyone scrolls

@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from .importers import ImportFileError, Record, clean_json, clean_text
-from .models import DocumentKind, StepKind, StepStatus
+from annotate.importers import ImportFileError, Record, clean_json, clean_text
+from annotate.models import DocumentKind, StepKind, StepStatus
 
 FORMATS = ("otlp", "openinference", "whowhen", "mast")
 TRACE_EXTENSIONS = {".json", ".jsonl", ".ndjson"}

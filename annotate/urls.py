@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import (
+from annotate.views import (
     accounts,
     adjudication,
     coding,
@@ -13,13 +13,13 @@ from .views import (
     studies,
     tokens,
 )
-from .views import analysis as analysis_views
-from .views import codebook_data as codebook_data_views
-from .views import documents as document_views
-from .views import incidents as incident_views
-from .views import suggestions as suggestion_views
-from .views import traces as trace_views
-from .views import webhook_settings as webhook_views
+from annotate.views import analysis as analysis_views
+from annotate.views import codebook_data as codebook_data_views
+from annotate.views import documents as document_views
+from annotate.views import incidents as incident_views
+from annotate.views import suggestions as suggestion_views
+from annotate.views import traces as trace_views
+from annotate.views import webhook_settings as webhook_views
 
 urlpatterns = [
     path("", studies.study_list, name="study_list"),

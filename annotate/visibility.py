@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from .models import Adjudication, Coding, Episode, Membership, Role
+from annotate.models import Adjudication, Coding, Episode, Membership, Role
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .models import Document, Study, WebhookDelivery
+from annotate.models import Document, Study, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def webhook_event_send(*, study: Study, document: Document | None, event: str, p
     }  # fmt: skip
 
     def enqueue() -> None:
-        from .tasks import deliver_webhook
+        from annotate.tasks import deliver_webhook
 
         try:
             deliver_webhook.apply_async(kwargs=args)

@@ -42,7 +42,7 @@ class HashedTokenAuthentication(TokenAuthentication):
     keyword = "Token"
 
     def authenticate(self, request):
-        from .throttling import anonymous_throttle_check
+        from api.throttling import anonymous_throttle_check
 
         try:
             result = super().authenticate(request)

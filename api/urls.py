@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from .views import analysis, codebooks, exports, incidents, jobs, studies, suggestions, traces
+from api.views import analysis, codebooks, exports, incidents, jobs, studies, suggestions, traces
 
 router = DefaultRouter()
 router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")

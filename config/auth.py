@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from .proxies import client_ip
+from config.proxies import client_ip
 
 
 class AxesBackend(AxesStandaloneBackend):

@@ -3,8 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
 from annotate.views.health import favicon
-
-from .auth import LoginView
+from config.auth import LoginView
 
 urlpatterns = [
     path("login/", LoginView.as_view(), name="login"),

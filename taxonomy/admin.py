@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import AxisValue, Category, Codebook, CodebookRule, FailureType
+from taxonomy.models import AxisValue, Category, Codebook, CodebookRule, FailureType
 
 
 class PublishedReadOnly:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import Estimate, Proportion, wilson
+from taxonomy.stats import Estimate, Proportion, wilson
 
 TOLERANCES = (0, 1, 3)
 

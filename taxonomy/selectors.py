@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from .models import Axis, AxisValue, Category, Codebook, FailureType
+from taxonomy.models import Axis, AxisValue, Category, Codebook, FailureType
 
 
 def failure_types(codebook: Codebook) -> QuerySet[FailureType]:

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from .models import Axis, AxisValue, Category, Codebook, CodebookRule, FailureType
+from taxonomy.models import Axis, AxisValue, Category, Codebook, CodebookRule, FailureType
 
 TOP_FIELDS = {"name", "version", "description", "axes", "categories", "types", "rules"}
 VALUE_FIELDS = ("code", "name", "definition")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from taxonomy import views
 
 urlpatterns = [
     path("codebooks/", views.codebook_list, name="codebook_list"),

@@ -4,9 +4,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from .models import Axis, Codebook
-from .selectors import TypeFilter, axis_values, failure_types, filter_types, group_by_category
-from .services import codebook_diff
+from taxonomy.models import Axis, Codebook
+from taxonomy.selectors import TypeFilter, axis_values, failure_types, filter_types, group_by_category
+from taxonomy.services import codebook_diff
 
 
 @require_GET

@@ -6,8 +6,7 @@ import pytest
 from django.test import override_settings
 
 from config.cache import FailoverRedisCache
-
-from .faults.conftest import free_port
+from tests.faults.conftest import free_port
 
 DOWN = {
     "default": {
@@ -37,8 +36,7 @@ def private_redis_url():
     import shutil
 
     from conftest import need
-
-    from .faults.conftest import PrivateRedis
+    from tests.faults.conftest import PrivateRedis
 
     need(shutil.which("redis-server") is not None, "needs redis-server on PATH")
     redis = PrivateRedis()

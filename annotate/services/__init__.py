@@ -4,7 +4,7 @@ Import from the area module, e.g. `from annotate.services.studies import coding_
 The names below are re-exported for convenience.
 """
 
-from .studies import (
+from annotate.services.studies import (
     CODING_FIELDS,
     CodingConflict,
     CodingValues,

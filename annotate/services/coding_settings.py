@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from ..models import Episode, EpisodeStatus, QueueOrder, Split, Study
+from annotate.models import Episode, EpisodeStatus, QueueOrder, Split, Study
 
 MAX_CODERS_PER_EPISODE = 20
 

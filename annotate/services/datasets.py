@@ -25,13 +25,11 @@ from django.db import transaction
 from django.db.models import QuerySet
 from simple_history.utils import bulk_create_with_history
 
-from taxonomy.models import Axis, AxisValue, Codebook, FailureType
-
-from .. import exports
-from ..filters import EpisodeFilter
-from ..importers import clean_json
-from ..labels import resolve_label
-from ..models import (
+from annotate import exports
+from annotate.filters import EpisodeFilter
+from annotate.importers import clean_json
+from annotate.labels import resolve_label
+from annotate.models import (
     Adjudication,
     Coding,
     Document,
@@ -45,9 +43,10 @@ from ..models import (
     SuggestionBackend,
     SuggestionStatus,
 )
-from ..visibility import FULL, Visibility
-from .disagreement import disagreement_refresh
-from .studies import evidence_checked, queue_key_for, study_create
+from annotate.services.disagreement import disagreement_refresh
+from annotate.services.studies import evidence_checked, queue_key_for, study_create
+from annotate.visibility import FULL, Visibility
+from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 EXPORT_DIR = "exports"
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from django.db.models import Case, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Cast, Coalesce
 
-from ..models import Coding, Episode
+from annotate.models import Coding, Episode
 
 # Bit per axis; part of the stored data (migration 0007 backfills with the same bits).
 DISAGREEMENT_BITS = {

@@ -10,8 +10,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
-from ..models import Document, Episode, Split
-from .studies import queue_key_for
+from annotate.models import Document, Episode, Split
+from annotate.services.studies import queue_key_for
 
 
 def _locate(body: str, start: int, end: int, text: str | None) -> tuple[int, int]:

@@ -7,8 +7,8 @@ import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..exposure_selectors import exposure_token_read
-from ..models import CodingExposure, Episode, Study
+from annotate.exposure_selectors import exposure_token_read
+from annotate.models import CodingExposure, Episode, Study
 
 # A page open longer than this is not a measurement of coding time (a tab left overnight).
 MAX_OPEN_S = 4 * 3600

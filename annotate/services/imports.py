@@ -33,10 +33,10 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import JSONField
 from django.utils import timezone
 
-from ..importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
-from ..models import Document, Episode, Job, Study
-from ..prefetch import prefetched
-from .studies import queue_key_for
+from annotate.importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
+from annotate.models import Document, Episode, Job, Study
+from annotate.prefetch import prefetched
+from annotate.services.studies import queue_key_for
 
 ProgressFn = Callable[[int, int], None]
 T = TypeVar("T")
@@ -1172,7 +1172,7 @@ def import_github_repo(
     limit that resets too late, an outage) what was imported is kept and
     `result.stopped` says why. An error before anything was imported raises GitHubError.
     """
-    from ..github import PER_PAGE, GitHubClient, GitHubError, comments_markdown
+    from annotate.github import PER_PAGE, GitHubClient, GitHubError, comments_markdown
 
     result = ImportResult()
     seen: set[tuple[str, str]] = set()
@@ -1247,7 +1247,7 @@ def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool 
     Raises ValidationError({"file": ...}) for a missing, empty, oversized or
     unsupported file. The job deletes the stored file when it finishes.
     """
-    from ..jobs import job_start
+    from annotate.jobs import job_start
 
     if uploaded_file is None:
         raise ValidationError({"file": "Choose a file to import."})
@@ -1268,7 +1268,7 @@ def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool 
 
 def _suggestions_after_import(job: Job) -> int | None:
     """Queue suggestions for the study's new episodes (those without one); an import never fails for it."""
-    from .suggestions import suggestion_batch_start
+    from annotate.services.suggestions import suggestion_batch_start
 
     try:
         return suggestion_batch_start(study=job.study, user=job.created_by).pk
@@ -1284,7 +1284,7 @@ def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     was lost continues after the last committed batch. The file is kept until the
     import succeeds or proves malformed, because a re-run needs it.
     """
-    from ..jobs import job_checkpoint_save
+    from annotate.jobs import job_checkpoint_save
 
     media = Path(settings.MEDIA_ROOT).resolve()
     path = (media / job.params["path"]).resolve()

@@ -18,8 +18,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..importers import unstorable_at
-from ..models import (
+from annotate.importers import unstorable_at
+from annotate.models import (
     Artifact,
     Document,
     DocumentKind,
@@ -31,10 +31,10 @@ from ..models import (
     TriageEvent,
     TriageStatus,
 )
-from ..render import safe_link
-from ..traces import TraceArtifact, trace_summary
-from .studies import queue_key_for
-from .traces import artifacts_link, steps_write, trace_steps_of_value
+from annotate.render import safe_link
+from annotate.services.studies import queue_key_for
+from annotate.services.traces import artifacts_link, steps_write, trace_steps_of_value
+from annotate.traces import TraceArtifact, trace_summary
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def incident_validate(data: IncidentData) -> None:
 
 def _queue_suggestion(study: Study, user, episode: Episode) -> Job | None:
     """Queue a suggestion for the new episode; intake never fails because the suggester cannot run."""
-    from .suggestions import suggestion_batch_start
+    from annotate.services.suggestions import suggestion_batch_start
 
     try:
         return suggestion_batch_start(study=study, user=user, episode_ids=[episode.pk])
@@ -226,14 +226,14 @@ def incident_move(*, document: Document, user, to_status: str, assignee=None, no
         document=current, actor=user, from_status=from_status, to_status=to_status, assignee=assignee, note=note
     )
     if to_status == TriageStatus.TRIAGED and study.webhook_url:
-        from ..webhooks import webhook_event_send
+        from annotate.webhooks import webhook_event_send
 
         webhook_event_send(study=study, document=current, event="incident.triaged", payload=_event(current, event))
     return event
 
 
 def _event(document: Document, event: TriageEvent) -> dict[str, Any]:
-    from ..incidents import responsibilities
+    from annotate.incidents import responsibilities
 
     r = responsibilities(document.study, [document])[document.pk]
     return {

@@ -20,12 +20,11 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.models import ApiToken, Invitation, Lease, Membership, QueueOrder, Role, Study
+from annotate.services.imports import import_upload_start
+from annotate.services.studies import membership_set, study_create
 from taxonomy.models import Codebook
 from taxonomy.services import CodebookError, codebook_load, codebook_validate
-
-from ..models import ApiToken, Invitation, Lease, Membership, QueueOrder, Role, Study
-from .imports import import_upload_start
-from .studies import membership_set, study_create
 
 User = get_user_model()
 DUMMY_EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"

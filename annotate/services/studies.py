@@ -14,12 +14,11 @@ from django.db.models.lookups import GreaterThanOrEqual
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
+from annotate.evidence import evidence_locate
+from annotate.models import Coding, Confidence, Episode, EpisodeStatus, Lease, Membership, Role, Study
+from annotate.selectors import count_per_outer_row
+from annotate.services.disagreement import disagreement_mask, disagreement_refresh
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
-
-from ..evidence import evidence_locate
-from ..models import Coding, Confidence, Episode, EpisodeStatus, Lease, Membership, Role, Study
-from ..selectors import count_per_outer_row
-from .disagreement import disagreement_mask, disagreement_refresh
 
 User = get_user_model()
 
@@ -254,7 +253,7 @@ def _episode_update(name: str, episode_id: int, k: int = 0) -> None:
 
 def _suggestion_mark_used(*, suggestion, episode: Episode, values: CodingValues, user) -> None:
     """A coding built from a suggestion marks it accepted if kept as suggested, edited if changed."""
-    from ..models import SuggestionStatus
+    from annotate.models import SuggestionStatus
 
     if suggestion.episode_id != episode.pk or suggestion.error:
         raise ValidationError({"from_suggestion": "This suggestion is not a valid suggestion for this episode."})

@@ -23,11 +23,9 @@ from django.db import transaction
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
-from taxonomy.models import AxisValue, FailureType
-
-from ..jobs import job_checkpoint_save, job_start
-from ..labels import final_labels
-from ..models import (
+from annotate.jobs import job_checkpoint_save, job_start
+from annotate.labels import final_labels
+from annotate.models import (
     Adjudication,
     Coding,
     Episode,
@@ -40,8 +38,9 @@ from ..models import (
     SuggestionBackend,
     SuggestionStatus,
 )
-from ..suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
-from .traces import suggestions_attribute
+from annotate.services.traces import suggestions_attribute
+from annotate.suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
+from taxonomy.models import AxisValue, FailureType
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +96,7 @@ def local_retrain_start(*, study: Study, user) -> Job:
 def _load_local_model(pk: int, trained_at):
     """Unpickle a stored model. The cache key has its training time too: SQLite can hand a rolled-back
     row's id out again, and a model cached inside a failed job must not stand in for the new one."""
-    from ..suggest_local import model_loads
+    from annotate.suggest_local import model_loads
 
     blob = LocalModel.objects.values_list("blob", flat=True).get(pk=pk)
     model = model_loads(blob)
@@ -114,7 +113,7 @@ def local_model_current(study: Study):
 
 def adjudicated_examples(study: Study, limit: int = 2000) -> list:
     """The study's adjudicated episodes with their final codes: the LLM's few-shot pool (newest `limit`)."""
-    from ..llm import FewShot
+    from annotate.llm import FewShot
 
     rows = (
         Adjudication.objects.filter(episode__study=study, needs_new_type=False)
@@ -140,10 +139,10 @@ def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = Non
     """The configured suggester of `backend` for the study's codebook."""
     spec = spec or codebook_spec(study.codebook)
     if backend == SuggestionBackend.OPENAI:
-        from ..llm import LLMSuggester
+        from annotate.llm import LLMSuggester
 
         return LLMSuggester(spec, study_id=study.pk, examples=adjudicated_examples(study))
-    from ..suggest_local import LocalSuggester
+    from annotate.suggest_local import LocalSuggester
 
     return LocalSuggester(spec, local_model_current(study))
 
@@ -411,7 +410,7 @@ def suggestion_reject(*, suggestion: Suggestion, user) -> Suggestion:
 
 def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
     """The study's final labels (annotate.labels) as training examples, in episode order."""
-    from ..suggest_local import TrainingExample
+    from annotate.suggest_local import TrainingExample
 
     type_code = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
     axis_code = dict(AxisValue.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
@@ -438,7 +437,7 @@ def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
 
 def local_model_train(*, study: Study, job: Job | None = None, examples: list | None = None) -> LocalModel:
     """Train the study's local model on its final labels and store it (refuses below the minimum)."""
-    from ..suggest_local import model_dumps, model_train
+    from annotate.suggest_local import model_dumps, model_train
 
     spec = codebook_spec(study.codebook)
     examples = examples if examples is not None else training_examples(study, spec)
@@ -519,7 +518,7 @@ def suggester_audit_start(*, study: Study, user, backend: str | None = None) -> 
 
 def job_audit(*, job: Job, progress) -> dict[str, Any]:
     """Job handler: audit the study's suggester and record the result."""
-    from ..suggest_audit import suggester_audit
+    from annotate.suggest_audit import suggester_audit
 
     progress(0, 1)
     report = suggester_audit(study=job.study, backend=(job.params or {}).get("backend") or default_backend())

@@ -12,7 +12,7 @@ import secrets
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from ..models import ApiToken
+from annotate.models import ApiToken
 
 KEY_PREFIX = "flt_"
 MAX_ACTIVE_TOKENS = 20

@@ -16,11 +16,18 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 
-from ..importers import ImportFileError
-from ..models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
-from ..prefetch import prefetched
-from ..traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
-from .imports import ImportResult, _RawWriter, column_by_id_update, import_records, record_hash, upload_store
+from annotate.importers import ImportFileError
+from annotate.models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
+from annotate.prefetch import prefetched
+from annotate.services.imports import (
+    ImportResult,
+    _RawWriter,
+    column_by_id_update,
+    import_records,
+    record_hash,
+    upload_store,
+)
+from annotate.traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
 
 ProgressFn = Callable[[int, int], None]
 BATCH = 200
@@ -202,7 +209,7 @@ def trace_import_value(
 
     Artifacts need exactly one trace in `data`: they are linked to its steps.
     """
-    from ..traces import parse_trace_value
+    from annotate.traces import parse_trace_value
 
     if fmt not in FORMATS:
         raise ValidationError({"format": f"Use one of {', '.join(FORMATS)}."})
@@ -227,7 +234,7 @@ def trace_import_value(
 
 def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
     """Validate an uploaded trace file, store it under MEDIA_ROOT and start an "import_traces" Job."""
-    from ..jobs import job_start
+    from annotate.jobs import job_start
 
     errors = {}
     if fmt not in FORMATS:
@@ -279,7 +286,7 @@ def trace_steps_of_value(trace: Any) -> list[Step]:
     Incidents take any JSON as their trace (it is kept as sent); a trace in neither span format
     gets no steps and is shown as JSON. A span trace that is malformed is a field error.
     """
-    from ..traces import parse_trace_value
+    from annotate.traces import parse_trace_value
 
     if isinstance(trace, dict) and "resourceSpans" in trace:
         fmt = "otlp"
@@ -309,7 +316,7 @@ def suggestions_attribute(*, rows: list, suggester) -> int:
     model for a step index from the trace's indices and a quote from that step (annotate.llm).
     Returns how many suggestions got an attribution.
     """
-    from ..suggest_steps import suggest_step
+    from annotate.suggest_steps import suggest_step
 
     rows = [r for r in rows if not r.error]
     docs = {r.episode.document_id: r for r in rows if (r.episode.document.meta or {}).get("trace")}
@@ -322,7 +329,7 @@ def suggestions_attribute(*, rows: list, suggester) -> int:
     for doc_id, row in docs.items():
         trace = steps.get(doc_id, [])
         if suggester.backend == "openai":
-            from ..llm import trace_attribution
+            from annotate.llm import trace_attribution
 
             got = trace_attribution(suggester, title=row.episode.document.title, steps=trace)
             if got["error"]:

@@ -23,9 +23,17 @@ from annotate.analysis import (
 from annotate.jobs import job_run
 from annotate.models import Job, JobStatus
 from annotate.services import study_create
+from annotate.tests.analysis_factory import (
+    CAPS,
+    STAGES,
+    Row,
+    build,
+    db_snapshot,
+    expected_counts,
+    expected_excluded,
+    paper_rows,
+)
 from taxonomy.tests.test_stats import slow_cluster_bootstrap
-
-from .analysis_factory import CAPS, STAGES, Row, build, db_snapshot, expected_counts, expected_excluded, paper_rows
 
 VOLATILE = ("generated_at", "run")
 

@@ -10,8 +10,7 @@ import re
 import pytest
 
 from annotate.models import Job
-
-from .analysis_factory import build, paper_rows
+from annotate.tests.analysis_factory import build, paper_rows
 
 
 @pytest.fixture

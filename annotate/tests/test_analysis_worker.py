@@ -17,8 +17,7 @@ from django.db import connection, transaction
 from annotate.analysis import Params, analysis_document
 from annotate.jobs import job_run
 from annotate.models import Job, JobStatus
-
-from .analysis_factory import build, paper_rows
+from annotate.tests.analysis_factory import build, paper_rows
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -8,9 +8,8 @@ from django.core.management import call_command
 from annotate.models import Episode
 from annotate.services.studies import CodingValues, coding_save
 from annotate.services.traces import trace_import_value
+from annotate.tests.trace_fixtures import openinference_trace, otlp_trace
 from annotate.traces import TraceArtifact
-
-from .trace_fixtures import openinference_trace, otlp_trace
 
 
 def values(codes, step, agent):

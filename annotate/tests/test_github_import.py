@@ -8,8 +8,7 @@ from django.core.management import CommandError, call_command
 from annotate.github import GitHubClient, GitHubError, parse_links
 from annotate.models import Document, Episode
 from annotate.services.imports import import_github_repo
-
-from .github_server import FakeGitHub, issue
+from annotate.tests.github_server import FakeGitHub, issue
 
 REPO = "acme-agents/taskpilot"
 ISSUES = f"/repos/{REPO}/issues"

@@ -24,15 +24,7 @@ from annotate.suggest_text import (
     reads_as_english,
     template_wrap,
 )
-
-from .report_texts import (
-    CHINESE,
-    MAX_ITERATIONS,
-    PAIRS,
-    RATE_EN,
-    SHORT_LOOP,
-    TEMPLATED_SHORT_LOOP,
-)
+from annotate.tests.report_texts import CHINESE, MAX_ITERATIONS, PAIRS, RATE_EN, SHORT_LOOP, TEMPLATED_SHORT_LOOP
 
 TRACEBACK_REPORT = """### Describe the bug
 

@@ -15,8 +15,7 @@ from rest_framework.test import APIClient
 
 from annotate.models import Document, Episode, Job, TraceStep
 from annotate.services.traces import trace_import_value
-
-from .trace_fixtures import otlp_trace
+from annotate.tests.trace_fixtures import otlp_trace
 
 WHO = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
 if not WHO.is_dir():

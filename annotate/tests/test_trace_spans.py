@@ -8,10 +8,9 @@ from django.core.exceptions import ValidationError
 from annotate.importers import ImportFileError
 from annotate.models import Artifact, Document, TraceStep
 from annotate.services.traces import import_traces, trace_import_value
+from annotate.tests.trace_fixtures import openinference_trace, otlp_trace
 from annotate.trace_selectors import trace_window
 from annotate.traces import TraceArtifact
-
-from .trace_fixtures import openinference_trace, otlp_trace
 
 
 def steps_of(document):

@@ -16,11 +16,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from taxonomy import stats
-
-from .. import figures
-from ..access import study_view
-from ..analysis import (
+from annotate import figures
+from annotate.access import study_view
+from annotate.analysis import (
     KIND_LABELS,
     KINDS,
     ParameterError,
@@ -32,11 +30,12 @@ from ..analysis import (
     finished_bootstrap,
     parse_params,
 )
-from ..analysis_tasks import over_threshold
-from ..coding_selectors import codebook_picker
-from ..figures import AXIS_NAMES, confusion_rows
-from ..jobs import job_start
-from ..models import Episode, Job, Study
+from annotate.analysis_tasks import over_threshold
+from annotate.coding_selectors import codebook_picker
+from annotate.figures import AXIS_NAMES, confusion_rows
+from annotate.jobs import job_start
+from annotate.models import Episode, Job, Study
+from taxonomy import stats
 
 PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
 METHODS = [(m, stats.CELL_METHOD_NAMES[m]) for m in stats.CELL_METHODS]

@@ -12,9 +12,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
+from annotate.coding_selectors import codebook_picker
 from taxonomy.models import Codebook
-
-from ..coding_selectors import codebook_picker
 
 YEAR_S = 365 * 24 * 3600
 

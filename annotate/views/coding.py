@@ -15,19 +15,18 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
+from annotate.access import study_view
+from annotate.coding_forms import CodingForm
+from annotate.coding_selectors import Picker, codebook_picker, episode_codings
+from annotate.exposure_selectors import exposure_offer, suggestions_wait_for_choice
+from annotate.models import Coding, Confidence, Episode, Study
+from annotate.services.exposure import exposure_record
+from annotate.services.queue import lease_claim, lease_room, live_lease_of
+from annotate.services.studies import CodingConflict, EpisodeFull, coding_save
+from annotate.trace_selectors import trace_summary_of, trace_window
+from annotate.views.queue import next_url
+from annotate.visibility import coding_visibility
 from config.prepared import MAX_ID, Prepared
-
-from ..access import study_view
-from ..coding_forms import CodingForm
-from ..coding_selectors import Picker, codebook_picker, episode_codings
-from ..exposure_selectors import exposure_offer, suggestions_wait_for_choice
-from ..models import Coding, Confidence, Episode, Study
-from ..services.exposure import exposure_record
-from ..services.queue import lease_claim, lease_room, live_lease_of
-from ..services.studies import CodingConflict, EpisodeFull, coding_save
-from ..trace_selectors import trace_summary_of, trace_window
-from ..visibility import coding_visibility
-from .queue import next_url
 
 # Rendering a multi-megabyte pasted log would stall the page; the coder gets the
 # head of it and the link to the original.

@@ -8,10 +8,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from ..access import study_view
-from ..coding_forms import CodingSettingsForm
-from ..models import Study
-from ..services.coding_settings import study_coding_settings_update
+from annotate.access import study_view
+from annotate.coding_forms import CodingSettingsForm
+from annotate.models import Study
+from annotate.services.coding_settings import study_coding_settings_update
 
 
 def _initial(study: Study) -> dict:

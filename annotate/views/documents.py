@@ -17,12 +17,12 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.views.decorators.http import require_GET, require_POST
 
-from ..access import study_view
-from ..document_selectors import DocumentFilters, document_labels, documents_page
-from ..models import Document, DocumentKind, Episode, Role, Split, Study
-from ..services.documents import episode_delete, episode_excerpt_create, episode_split_set
-from ..services.imports import import_upload_start, upload_max_bytes
-from ..visibility import coding_visibility
+from annotate.access import study_view
+from annotate.document_selectors import DocumentFilters, document_labels, documents_page
+from annotate.models import Document, DocumentKind, Episode, Role, Split, Study
+from annotate.services.documents import episode_delete, episode_excerpt_create, episode_split_set
+from annotate.services.imports import import_upload_start, upload_max_bytes
+from annotate.visibility import coding_visibility
 
 BODY_DISPLAY_LIMIT = 100_000
 

@@ -7,12 +7,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from ..access import study_view
-from ..coding_selectors import codebook_picker, episode_codings, episode_history, live_leases
-from ..models import Adjudication, Role, Study
-from ..trace_selectors import has_steps, trace_window
-from ..visibility import coding_visibility
-from .coding import DISPLAY_LIMIT, episode_text, study_episode
+from annotate.access import study_view
+from annotate.coding_selectors import codebook_picker, episode_codings, episode_history, live_leases
+from annotate.models import Adjudication, Role, Study
+from annotate.trace_selectors import has_steps, trace_window
+from annotate.views.coding import DISPLAY_LIMIT, episode_text, study_episode
+from annotate.visibility import coding_visibility
 
 
 @require_GET

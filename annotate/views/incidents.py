@@ -12,15 +12,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from ..access import study_view
-from ..coding_forms import CodingForm
-from ..coding_selectors import codebook_picker
-from ..incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
-from ..models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
-from ..services.incidents import SEVERITIES, incident_move
-from ..services.studies import CodingConflict, EpisodeFull, coding_save
-from ..trace_selectors import has_steps, trace_window
-from .coding import episode_text
+from annotate.access import study_view
+from annotate.coding_forms import CodingForm
+from annotate.coding_selectors import codebook_picker
+from annotate.incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
+from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
+from annotate.services.incidents import SEVERITIES, incident_move
+from annotate.services.studies import CodingConflict, EpisodeFull, coding_save
+from annotate.trace_selectors import has_steps, trace_window
+from annotate.views.coding import episode_text
 
 # A screenshot sent inline is shown only if it is plainly a base64 raster image.
 DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")

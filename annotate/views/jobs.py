@@ -4,10 +4,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from ..access import membership_for, study_view
-from ..models import Job, Study
-from ..selectors import study_jobs
-from ..visibility import coding_visibility
+from annotate.access import membership_for, study_view
+from annotate.models import Job, Study
+from annotate.selectors import study_jobs
+from annotate.visibility import coding_visibility
 
 
 @require_GET

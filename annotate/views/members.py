@@ -11,10 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from ..access import study_view
-from ..forms import InviteForm, MemberUpdateForm
-from ..models import Coding, Invitation, Membership, Role, Study
-from ..services.members import email_configured, invitation_revoke, member_invite, member_remove, member_update
+from annotate.access import study_view
+from annotate.forms import InviteForm, MemberUpdateForm
+from annotate.models import Coding, Invitation, Membership, Role, Study
+from annotate.services.members import email_configured, invitation_revoke, member_invite, member_remove, member_update
 
 
 def _context(study: Study, form: InviteForm, **extra) -> dict:

@@ -7,13 +7,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from ..access import study_view
-from ..coding_selectors import live_leases, study_progress
-from ..forms import StudyStartForm
-from ..models import Study
-from ..selectors import memberships_for_user, study_counts
-from ..services.members import codebook_from_upload, may_create_studies, study_start
-from ..visibility import coding_visibility
+from annotate.access import study_view
+from annotate.coding_selectors import live_leases, study_progress
+from annotate.forms import StudyStartForm
+from annotate.models import Study
+from annotate.selectors import memberships_for_user, study_counts
+from annotate.services.members import codebook_from_upload, may_create_studies, study_start
+from annotate.visibility import coding_visibility
 
 
 @require_GET

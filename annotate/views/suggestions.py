@@ -10,20 +10,20 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from ..access import study_view
-from ..exposure_selectors import exposure_offer, study_exposure_report, suggestions_wait_for_choice
-from ..models import Coding, Episode, Study, Suggestion
-from ..services.suggestions import (
+from annotate.access import study_view
+from annotate.exposure_selectors import exposure_offer, study_exposure_report, suggestions_wait_for_choice
+from annotate.models import Coding, Episode, Study, Suggestion
+from annotate.services.suggestions import (
     default_backend,
     local_retrain_start,
     suggester_audit_start,
     suggestion_batch_start,
     suggestion_reject,
 )
-from ..suggest_base import codebook_spec
-from ..suggest_quality import suggestion_quality
-from ..suggestion_selectors import latest_audits
-from ..visibility import coding_visibility
+from annotate.suggest_base import codebook_spec
+from annotate.suggest_quality import suggestion_quality
+from annotate.suggestion_selectors import latest_audits
+from annotate.visibility import coding_visibility
 
 
 def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:

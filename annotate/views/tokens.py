@@ -8,8 +8,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from ..models import ApiToken
-from ..services.tokens import token_create, token_revoke
+from annotate.models import ApiToken
+from annotate.services.tokens import token_create, token_revoke
 
 
 def _tokens(user):

@@ -8,12 +8,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from ..access import study_view
-from ..models import Document, Study
-from ..services.imports import upload_max_bytes
-from ..services.traces import trace_upload_start
-from ..trace_selectors import WINDOW, step_text, trace_window
-from ..traces import FORMATS
+from annotate.access import study_view
+from annotate.models import Document, Study
+from annotate.services.imports import upload_max_bytes
+from annotate.services.traces import trace_upload_start
+from annotate.trace_selectors import WINDOW, step_text, trace_window
+from annotate.traces import FORMATS
 
 
 def _int(value: str | None, default: int = 0) -> int:

@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from ..access import study_view
-from ..models import Study
-from ..services.webhooks import study_webhook_secret_rotate, study_webhook_set
+from annotate.access import study_view
+from annotate.models import Study
+from annotate.services.webhooks import study_webhook_secret_rotate, study_webhook_set
 
 RECENT_DELIVERIES = 10
 

@@ -22,9 +22,8 @@ from annotate.analysis import (
     parse_params,
 )
 from annotate.analysis_tasks import over_threshold
-
-from ..permissions import StudyMember
-from ..serializers.analysis import (
+from api.permissions import StudyMember
+from api.serializers.analysis import (
     AgreementDocumentSerializer,
     AgreementQuerySerializer,
     AnalysisDocumentSerializer,

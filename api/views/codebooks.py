@@ -8,8 +8,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import selectors
-from ..serializers.core import CodebookDetailSerializer, CodebookSerializer, FailureTypeSerializer
+from api import selectors
+from api.serializers.core import CodebookDetailSerializer, CodebookSerializer, FailureTypeSerializer
 
 
 @extend_schema_view(

@@ -24,10 +24,9 @@ from annotate.jobs import job_start
 from annotate.models import JobStatus, Role
 from annotate.services.datasets import export_episodes, export_file_path
 from annotate.visibility import BLIND_REPORT, coding_visibility
-
-from .. import selectors
-from ..permissions import StudyMember, study_membership
-from ..serializers.core import JobSerializer
+from api import selectors
+from api.permissions import StudyMember, study_membership
+from api.serializers.core import JobSerializer
 
 MEDIA = {
     "jsonl": "application/x-ndjson",

@@ -13,10 +13,9 @@ from rest_framework.response import Response
 
 from annotate.models import Document, TriageStatus
 from annotate.services.incidents import SEVERITIES, incident_create, incident_move
-
-from .. import selectors
-from ..permissions import study_membership
-from ..serializers.incidents import (
+from api import selectors
+from api.permissions import study_membership
+from api.serializers.incidents import (
     IncidentCreatedSerializer,
     IncidentInSerializer,
     IncidentSerializer,

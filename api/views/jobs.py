@@ -13,11 +13,10 @@ from rest_framework.views import APIView
 
 from annotate.jobs import job_start
 from annotate.models import SuggestionBackend
+from api import selectors
+from api.permissions import StudyMember
+from api.serializers.core import JobSerializer
 from taxonomy.stats import CELL_METHODS, DEFAULT_CELL_METHOD
-
-from .. import selectors
-from ..permissions import StudyMember
-from ..serializers.core import JobSerializer
 
 
 @extend_schema(

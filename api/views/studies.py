@@ -15,10 +15,9 @@ from rest_framework.response import Response
 from annotate.filters import CodingFilter, DocumentFilter, EpisodeFilter
 from annotate.models import Coding, Document, Episode, Study
 from annotate.services.studies import CodingConflict, CodingValues, EpisodeFull, coding_save
-
-from .. import selectors
-from ..permissions import StudyMember
-from ..serializers.core import (
+from api import selectors
+from api.permissions import StudyMember
+from api.serializers.core import (
     CodingSerializer,
     CodingWriteSerializer,
     ConflictSerializer,

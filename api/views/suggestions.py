@@ -11,8 +11,7 @@ from rest_framework.views import APIView
 from annotate.exposure_selectors import study_exposure_report
 from annotate.suggest_quality import suggestion_quality
 from annotate.suggestion_selectors import audit_as_dict, latest_audits
-
-from ..permissions import StudyMember
+from api.permissions import StudyMember
 
 
 class SuggestionQualityView(APIView):

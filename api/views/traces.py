@@ -15,11 +15,10 @@ from annotate.models import Document, Episode
 from annotate.services.traces import trace_import_value, trace_upload_start
 from annotate.trace_selectors import trace_window
 from annotate.traces import FORMATS, TraceArtifact
-
-from ..permissions import StudyMember
-from ..serializers.core import JobSerializer
-from ..serializers.incidents import ArtifactInSerializer
-from .jobs import _as_drf_error
+from api.permissions import StudyMember
+from api.serializers.core import JobSerializer
+from api.serializers.incidents import ArtifactInSerializer
+from api.views.jobs import _as_drf_error
 
 
 class TraceImportSerializer(serializers.Serializer):

@@ -25,8 +25,7 @@ from django.conf import settings
 from django.db import connection, connections
 
 from conftest import PASSWORD, need
-
-from . import run_counter
+from tests.faults import run_counter
 
 ROOT = Path(settings.BASE_DIR)
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')

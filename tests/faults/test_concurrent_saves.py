@@ -7,8 +7,7 @@ import pytest
 
 from annotate.models import Coding
 from annotate.services.studies import CodingValues, coding_save
-
-from .conftest import app_env, csrf_of, logged_in
+from tests.faults.conftest import app_env, csrf_of, logged_in
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -14,8 +14,7 @@ from django.conf import settings
 
 from annotate.models import Document, Job, JobStatus, Suggestion
 from annotate.tests.llm_server import FakeLLMServer, episode_from
-
-from .conftest import app_env, csrf_of, logged_in, wait_for
+from tests.faults.conftest import app_env, csrf_of, logged_in, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

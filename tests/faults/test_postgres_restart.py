@@ -8,8 +8,7 @@ from django.db import connection, connections
 from django.db.models import Count
 
 from annotate.models import Coding, Episode
-
-from .conftest import app_env, csrf_of, logged_in, many_episodes, wait_for
+from tests.faults.conftest import app_env, csrf_of, logged_in, many_episodes, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -8,8 +8,7 @@ from django.db.models import Count
 
 from annotate.models import Job, JobStatus, Suggestion
 from annotate.tests.llm_server import FakeLLMServer
-
-from .conftest import app_env, csrf_of, logged_in, wait_for
+from tests.faults.conftest import app_env, csrf_of, logged_in, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -5,9 +5,8 @@ import pytest
 
 from annotate import jobs
 from annotate.models import Job, JobStatus
-
-from . import run_counter
-from .conftest import RunCounter
+from tests.faults import run_counter
+from tests.faults.conftest import RunCounter
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 

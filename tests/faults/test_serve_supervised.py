@@ -12,8 +12,7 @@ import httpx
 import pytest
 
 from annotate.models import Job, JobStatus
-
-from .conftest import ROOT, app_env, descendants, free_port, wait_for
+from tests.faults.conftest import ROOT, app_env, descendants, free_port, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -15,8 +15,7 @@ from django.db.models import Count
 from annotate.models import Document, Episode, Job, JobStatus, Suggestion
 from annotate.services.suggestions import CHUNK
 from annotate.tests.llm_server import FakeLLMServer
-
-from .conftest import app_env, kill_whole, wait_for
+from tests.faults.conftest import app_env, kill_whole, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

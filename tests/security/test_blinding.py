@@ -11,8 +11,7 @@ from rest_framework.test import APIClient
 from annotate.filters import EpisodeFilter
 from annotate.models import Coding
 from annotate.services.studies import CodingValues, coding_save, membership_set
-
-from .blinding_probe import leaks, probes
+from tests.security.blinding_probe import leaks, probes
 
 
 @pytest.fixture

@@ -1,0 +1,420 @@
+"""The layout move as a re-runnable rewrite: old module -> new module, applied to imports and dotted strings.
+
+    python tools/layout_codemod.py absolutize      # relative imports -> absolute (once, before any move)
+    python tools/layout_codemod.py move PACKAGE    # git mv PACKAGE's modules, then rewrite every reference
+    python tools/layout_codemod.py rewrite         # rewrite references only (after a split done by hand)
+    python tools/layout_codemod.py check           # list references to old module names that are left
+
+A module that moves whole has one target. A module split by hand into several has a list of targets: each
+imported name goes to the first target that defines it at top level, so `from annotate.services.imports
+import import_file, RawWriter` becomes two imports. What the script cannot resolve (a split module imported
+whole, a name no target defines) it prints with its place, and exits 1.
+
+The map is the record of the move (docs/adr/0001-layout.md): keep entries after their move, so that a branch
+written against the old names can be rebased and rewritten with `rewrite`.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ["annotate", "api", "config", "taxonomy", "lib", "tests", "bench", "tools", "conftest.py", "manage.py"]
+FIRST_PARTY = ("annotate", "api", "config", "taxonomy", "lib")
+
+# package -> [(old module, new module or [split targets])]; the order of packages is the order of the move.
+MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
+    "lib": [
+        ("taxonomy.stats", ["lib.stats.designs", "lib.stats.bootstrap", "lib.stats.intervals",
+                            "lib.stats.sensitivity", "lib.stats.agreement", "lib.stats"]),
+        ("taxonomy.attribution", "lib.stats.attribution"),
+        ("config.prepared", "lib.db.prepared"),
+        ("annotate.plans", "lib.db.plans"),
+        ("annotate.prefetch", "lib.db.prefetch"),
+    ],
+    "models": [],  # annotate.models stays importable as it was: the package re-exports every model
+    "jobs": [
+        ("annotate.jobs", ["annotate.jobs.runner", "annotate.jobs.registry"]),
+        ("annotate.tasks", ["annotate.jobs.tasks", "annotate.incidents.tasks"]),
+    ],
+    "studies": [
+        ("annotate.services.members", ["annotate.studies.members", "annotate.imports.uploads"]),
+        ("annotate.services.tokens", "annotate.studies.tokens"),
+        ("annotate.services.coding_settings", "annotate.studies.settings"),
+        ("annotate.selectors", "annotate.studies.selectors"),
+        ("annotate.forms", "annotate.studies.forms"),
+    ],
+    "documents": [
+        ("annotate.document_selectors", "annotate.documents.selectors"),
+        ("annotate.services.documents", "annotate.documents.services"),
+        ("annotate.search", "annotate.documents.search"),
+        ("annotate.render", "annotate.documents.render"),
+    ],
+    "coding": [
+        ("annotate.services.studies", ["annotate.studies.services", "annotate.coding.services",
+                                       "annotate.studies.handlers"]),
+        ("annotate.services", ["annotate.studies.services", "annotate.coding.services"]),
+        ("annotate.services.queue", "annotate.coding.queue"),
+        ("annotate.services.adjudication", "annotate.coding.adjudication"),
+        ("annotate.services.disagreement", "annotate.coding.disagreement"),
+        ("annotate.labels", "annotate.coding.labels"),
+        ("annotate.visibility", "annotate.coding.visibility"),
+        ("annotate.evidence", "annotate.coding.evidence"),
+        ("annotate.exposure", "annotate.coding.exposure"),
+        ("annotate.exposure_selectors", "annotate.coding.exposure"),
+        ("annotate.services.exposure", "annotate.coding.exposure"),
+        ("annotate.coding_selectors", "annotate.coding.selectors"),
+        ("annotate.coding_forms", "annotate.coding.forms"),
+    ],
+    "imports": [
+        ("annotate.importers", ["annotate.imports.parsers", "annotate.imports._formats"]),
+        ("annotate.github", "annotate.imports.github"),
+        ("annotate.services.imports", ["annotate.imports.records", "annotate.imports.services",
+                                       "annotate.imports._spool", "annotate.imports._threads",
+                                       "annotate.imports.uploads", "annotate.imports.handlers", "lib.db.copy"]),
+        ("annotate.management.importing", "annotate.imports.cli"),
+    ],
+    "traces": [
+        ("annotate.traces", ["annotate.traces.parsers", "annotate.traces._formats"]),
+        ("annotate.trace_selectors", "annotate.traces.selectors"),
+        ("annotate.services.traces", ["annotate.traces.services", "annotate.traces.handlers",
+                                      "annotate.suggestions.steps"]),
+    ],
+    "suggestions": [
+        ("annotate.suggest_base", "annotate.suggestions._base"),
+        ("annotate.suggest_text", "annotate.suggestions._text"),
+        ("annotate.suggest_local", ["annotate.suggestions._local", "annotate.suggestions._local_model"]),
+        ("annotate.suggest_eval", "annotate.suggestions._eval"),
+        ("annotate.suggest_active", "annotate.suggestions._active"),
+        ("annotate.suggest_audit", "annotate.suggestions._audit"),
+        ("annotate.suggest_steps", "annotate.suggestions.steps"),
+        ("annotate.llm", ["annotate.suggestions._llm", "annotate.suggestions._prompts"]),
+        ("annotate.suggest_quality", "annotate.suggestions.quality"),
+        ("annotate.suggestion_selectors", "annotate.suggestions.selectors"),
+        ("annotate.services.suggestions", ["annotate.suggestions.services", "annotate.suggestions.handlers"]),
+    ],
+    "incidents": [
+        ("annotate.incidents", "annotate.incidents.selectors"),
+        ("annotate.services.incidents", "annotate.incidents.services"),
+        ("annotate.webhooks", "annotate.incidents.webhooks"),
+        ("annotate.services.webhooks", "annotate.incidents.webhook_settings"),
+    ],
+    "analysis": [
+        ("annotate.analysis", ["annotate.analysis.arrays", "annotate.analysis.params", "annotate.analysis.documents",
+                               "annotate.analysis.coders", "annotate.analysis.bootstrap"]),
+        ("annotate.analysis_tasks", ["annotate.analysis.bootstrap", "annotate.analysis.tasks",
+                                     "annotate.analysis.handlers"]),
+        ("annotate.analysis_text", "annotate.analysis.text"),
+        ("annotate.figures", "annotate.analysis.figures"),
+        ("annotate.attribution", "annotate.analysis.attribution"),
+        ("annotate.management.analysis_cli", "annotate.analysis.cli"),
+    ],
+    "exports": [
+        ("annotate.exports", "annotate.exports.rows"),
+        ("annotate.cases", "annotate.exports.cases"),
+        ("annotate.filters", "annotate.exports.filters"),
+        ("annotate.services.datasets", ["annotate.exports.datasets", "annotate.exports.handlers"]),
+    ],
+    "ops": [
+        ("annotate.demo", "annotate.ops.demo"),
+        ("annotate.backup", "annotate.ops.backup"),
+    ],
+    "views": [
+        ("annotate.access", "annotate.views.access"),
+    ],
+}  # fmt: skip
+
+MAP: dict[str, str | list[str]] = {old: new for moves in MOVES.values() for old, new in moves}
+
+
+def module_path(module: str) -> Path:
+    base = ROOT / Path(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def py_files() -> list[Path]:
+    out: list[Path] = []
+    for name in SOURCES:
+        p = ROOT / name
+        if p.is_file():
+            out.append(p)
+        elif p.is_dir():
+            out += [f for f in sorted(p.rglob("*.py")) if "migrations" not in f.parts and ".venv" not in f.parts]
+    return out
+
+
+_DEFINED: dict[str, set[str]] = {}
+
+
+def defined(module: str) -> set[str]:
+    """Top-level names a module defines (functions, classes, assignments, and what it imports by name)."""
+    if module not in _DEFINED:
+        names: set[str] = set()
+        path = module_path(module)
+        tree = ast.parse(path.read_text()) if path.exists() else ast.Module(body=[], type_ignores=[])
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif isinstance(node, ast.ImportFrom) and module_path(module).name == "__init__.py":
+                names |= {a.asname or a.name for a in node.names}
+        # Names defined first come from definitions, not re-imports: prefer a module that defines it itself.
+        _DEFINED[module] = names
+    return _DEFINED[module]
+
+
+def _is_module(module: str) -> bool:
+    return module_path(module).exists()
+
+
+class Unresolved(Exception):
+    pass
+
+
+def target_for(old: str, name: str | None) -> str:
+    """Where `name` of old module `old` lives now (the module itself when name is None)."""
+    new = MAP[old]
+    if isinstance(new, str):
+        return new
+    if name is None:
+        raise Unresolved(f"{old} was split into {new}: import the names from their new modules")
+    for candidate in new:
+        if name in defined(candidate) and not _reexport_only(candidate, name):
+            return candidate
+    for candidate in new:
+        if name in defined(candidate):
+            return candidate
+    raise Unresolved(f"{old}.{name}: no module of {new} defines it")
+
+
+def _reexport_only(module: str, name: str) -> bool:
+    """A package __init__ that only re-exports the name: prefer the module that defines it."""
+    return module_path(module).name == "__init__.py"
+
+
+def split_module(dotted: str) -> tuple[str, str] | None:
+    """The longest old module that prefixes `dotted`, and the rest ('' when it is the module itself)."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        head = ".".join(parts[:i])
+        if active(head):
+            return head, ".".join(parts[i:])
+        if _is_module(head) and head not in OLD_PACKAGES:
+            return None  # a module that exists now: nothing to rewrite
+    return None
+
+
+def absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def rewrite_import(node: ast.stmt, module: str, is_package: bool, absolutize: bool) -> list[str] | None:
+    """The new lines of one import statement (without indentation), or None when it stays as it is."""
+    if isinstance(node, ast.Import):
+        if absolutize:
+            return None
+        out, changed = [], False
+        for alias in node.names:
+            hit = split_module(alias.name)
+            if hit and not hit[1]:
+                new = target_for(hit[0], None)
+                out.append(f"import {new} as {alias.asname or alias.name.rpartition('.')[2]}")
+                changed = True
+            elif hit:
+                raise Unresolved(f"import {alias.name}: import the module it names instead")
+            else:
+                out.append(f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else ""))
+        return out if changed else None
+    assert isinstance(node, ast.ImportFrom)
+    base = absolute(node, module, is_package)
+    if absolutize:
+        return [f"from {base} import {_aliases(node.names)}"] if node.level else None
+    if node.level:
+        raise Unresolved("relative import: run `absolutize` first")
+    groups: dict[str, list[str]] = {}
+    changed = False
+    for alias in node.names:
+        as_ = f" as {alias.asname}" if alias.asname else ""
+        full = f"{base}.{alias.name}"
+        if active(full) and not (active(base) and alias.name in defined_somewhere(base)):
+            new = target_for(full, None)  # `from pkg import module`, and the module moved
+            parent, _, leaf = new.rpartition(".")
+            groups.setdefault(parent, []).append(leaf + (as_ or (f" as {alias.name}" if leaf != alias.name else "")))
+            changed = True
+        elif active(base):
+            groups.setdefault(target_for(base, alias.name), []).append(alias.name + as_)
+            changed = True
+        else:
+            groups.setdefault(base, []).append(alias.name + as_)
+    if not changed:
+        return None
+    return [f"from {mod} import {', '.join(names)}" for mod, names in groups.items()]
+
+
+def _aliases(names: list[ast.alias]) -> str:
+    return ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in names)
+
+
+def defined_somewhere(old: str) -> set[str]:
+    new = MAP[old]
+    return set().union(*(defined(m) for m in ([new] if isinstance(new, str) else new)))
+
+
+# Old modules that were packages (a package's __init__ is gone only once the package is).
+OLD_PACKAGES = {"annotate.services"}
+
+
+def active(old: str) -> bool:
+    """An entry applies once its old module is gone (a module that became a package of the same name is gone
+    when its .py file is)."""
+    if old not in MAP:
+        return False
+    base = ROOT / Path(*old.split("."))
+    if old in OLD_PACKAGES:
+        return not (base / "__init__.py").exists()
+    return not base.with_suffix(".py").exists()
+
+
+STRING = re.compile(r"""^(?P<q>[rbuRBU]*["'])(?P<path>(?:annotate|taxonomy|config)(?:\.\w+)+)(?P<end>["'])$""")
+
+
+def rewrite_strings(source: str) -> str:
+    """Dotted paths in string literals: mock.patch targets, monkeypatch.setattr targets, handler names."""
+    edits = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type != tokenize.STRING:
+            continue
+        m = STRING.match(tok.string)
+        if not m:
+            continue
+        hit = split_module(m["path"])
+        if not hit:
+            continue
+        old, rest = hit
+        first = rest.split(".")[0] if rest else None
+        try:
+            new = target_for(old, first)
+        except Unresolved:
+            if rest:
+                raise
+            continue
+        edits.append((tok.start, tok.end, f"{m['q']}{new}{'.' + rest if rest else ''}{m['end']}"))
+    if not edits:
+        return source
+    lines = source.splitlines(keepends=True)
+    for (sl, sc), (el, ec), text in reversed(edits):
+        assert sl == el
+        line = lines[sl - 1]
+        lines[sl - 1] = line[:sc] + text + line[ec:]
+    return "".join(lines)
+
+
+def rewrite_file(path: Path, *, absolutize: bool) -> tuple[bool, list[str]]:
+    source = path.read_text()
+    module = module_of(path)
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    problems: list[str] = []
+    edits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        try:
+            new = rewrite_import(node, module, is_package, absolutize)
+        except Unresolved as exc:
+            problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {exc}")
+            continue
+        if new is None:
+            continue
+        first = lines[node.lineno - 1]
+        if first[: node.col_offset].strip():  # `if x: import y` on one line: leave it to a person
+            problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: import shares its line; rewrite by hand")
+            continue
+        indent = first[: node.col_offset]
+        span = lines[node.lineno - 1 : node.end_lineno]
+        comments = [c for line in span for c in re.findall(r"#.*$", line.rstrip("\n"))]
+        text = "".join(f"{indent}{line}\n" for line in new)
+        if comments:
+            text = text[:-1] + "  " + " ".join(comments) + "\n"
+        tail = lines[node.end_lineno - 1][node.end_col_offset :]
+        if tail.strip() and not tail.strip().startswith("#"):
+            problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: code after the import; rewrite by hand")
+            continue
+        edits.append((node.lineno, node.end_lineno, text))
+    for start, end, text in sorted(edits, reverse=True):
+        lines[start - 1 : end] = [text]
+    out = "".join(lines)
+    if not absolutize:
+        try:
+            out = rewrite_strings(out)
+        except Unresolved as exc:
+            problems.append(f"{path.relative_to(ROOT)}: string {exc}")
+    if out != source:
+        path.write_text(out)
+        return True, problems
+    return False, problems
+
+
+def git_mv(old: str, new: str) -> None:
+    src, dst = module_path(old), ROOT / Path(*new.split(".")).with_suffix(".py")
+    if not src.exists() or dst.exists():
+        return
+    for parent in reversed(dst.relative_to(ROOT).parents[:-1]):
+        pkg = ROOT / parent
+        pkg.mkdir(exist_ok=True)
+        init = pkg / "__init__.py"
+        if not init.exists():
+            init.write_text("")
+            subprocess.run(["git", "add", str(init)], cwd=ROOT, check=True)
+    subprocess.run(["git", "mv", str(src), str(dst)], cwd=ROOT, check=True)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"absolutize", "move", "rewrite", "check"}:
+        print(__doc__)
+        return 2
+    if argv[0] == "move":
+        for old, new in MOVES[argv[1]]:
+            if isinstance(new, str):
+                git_mv(old, new)
+    changed, problems = 0, []
+    for path in py_files():
+        if argv[0] == "check":
+            continue
+        did, probs = rewrite_file(path, absolutize=argv[0] == "absolutize")
+        changed += did
+        problems += probs
+    if argv[0] == "check":
+        for path in py_files():
+            text = path.read_text()
+            for old in MAP:
+                if active(old):
+                    for m in re.finditer(rf"\b{re.escape(old)}\b", text):
+                        problems.append(f"{path.relative_to(ROOT)}: mentions {old} at {m.start()}")
+    print(f"{changed} files rewritten")
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
