@@ -58,11 +58,11 @@ serve: $(VENV)/.runtime
 backup: $(VENV)/.runtime
 	$(PY) manage.py backup $(if $(OUT),--out $(OUT),)
 
-# Mutation testing of taxonomy/stats.py against its own database-free tests (config: [tool.mutmut] in
+# Mutation testing of lib/stats/ against its own database-free tests (config: [tool.mutmut] in
 # pyproject.toml). CPU-heavy: MUTATION_JOBS (default 2) parallel children. Prints the score over the mutants
-# not judged equivalent (the list, with reasons, is in taxonomy/tests/test_stats.py).
+# not judged equivalent (the list, with reasons, is in lib/tests/test_stats.py).
 MUTATION_JOBS ?= 2
 mutation: $(VENV)/.dev
 	rm -rf mutants
 	-$(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS)
-	$(PY) taxonomy/tests/mutation_score.py
+	$(PY) lib/tests/mutation_score.py

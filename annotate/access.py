@@ -13,11 +13,11 @@ from django.http import Http404
 
 from annotate.models import Membership, Role
 from annotate.visibility import check_reports
-from config.prepared import Prepared
+from lib.db.prepared import Prepared
 
 LEVELS = ("read", "write", "adjudicate", "owner")
 
-# Every study page and API request asks this first: compiled once (config.prepared).
+# Every study page and API request asks this first: compiled once (lib.db.prepared).
 _MEMBERSHIP = Prepared(
     lambda slug, user_id: Membership.objects.select_related("study", "study__codebook").filter(
         study__slug=slug, user_id=user_id

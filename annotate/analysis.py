@@ -2,7 +2,7 @@
 
 The arrays come from `annotate.labels` (`final_label_values`) (the one label rule, shared
 with exports) in a fixed number of queries; every statistic is computed by the
-pure functions of `taxonomy.stats`. The documents returned here are what the
+pure functions of `lib.stats`. The documents returned here are what the
 `analyze`, `agreement` and `coverage` commands print with `--json`, what the
 API serves and what the pages render, so the three never disagree.
 
@@ -27,8 +27,8 @@ from django.utils import timezone
 from annotate.attribution import attribution_document
 from annotate.labels import final_label_values, resolve_label
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
-from annotate.plans import serial_plans
-from taxonomy import stats
+from lib import stats
+from lib.db.plans import serial_plans
 from taxonomy.models import Axis, AxisValue, Category, FailureType
 
 KINDS = tuple(DocumentKind.values)  # github_issue, literature, incident: the stream order of designs

@@ -1,6 +1,6 @@
 """The "bootstrap" job: a large-B analysis spread over Celery workers as two chords.
 
-Replicates are drawn in fixed blocks (`taxonomy.stats.BLOCK`); block i draws
+Replicates are drawn in fixed blocks (`lib.stats.BLOCK`); block i draws
 from `SeedSequence(seed).spawn(...)[i]`, so a chunk of blocks gives the same
 numbers on any worker. Reading a large study's labels costs more than drawing
 its replicates, so the workers do both: the job sends one `bootstrap_labels`
@@ -59,7 +59,7 @@ from annotate.analysis import (
 from annotate.jobs import DEFERRED, job_deferred_heartbeat
 from annotate.labels import FinalLabel
 from annotate.models import Job, JobStatus, Study
-from taxonomy import stats
+from lib import stats
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 accuracy of each coder, of the final labels and of each suggester against a published reference.
 
 The arrays are built here from the database (a fixed number of queries); the statistics are
-taxonomy.stats.agreement (agents, nominal) and taxonomy.attribution (steps, accuracy).
+lib.stats.agreement (agents, nominal) and lib.stats.attribution (steps, accuracy).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 from django.contrib.auth import get_user_model
 
 from annotate.models import Adjudication, Coding, DocumentKind, Episode, LabelRule, Study, Suggestion
-from taxonomy import stats
-from taxonomy.attribution import TOLERANCES, accuracy, step_agreement
+from lib import stats
+from lib.stats.attribution import TOLERANCES, accuracy, step_agreement
 
 
 def norm_agent(name: str) -> str:

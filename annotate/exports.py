@@ -33,8 +33,8 @@ from django.utils import timezone
 
 from annotate.labels import resolve_label
 from annotate.models import Adjudication, Coding, Episode, Study, Suggestion
-from annotate.plans import SERIAL_PLANS
-from annotate.prefetch import prefetched
+from lib.db.plans import SERIAL_PLANS
+from lib.db.prefetch import prefetched
 from taxonomy.models import AxisValue, FailureType
 
 # "cases": one regression case per coded trace episode (annotate.cases), as JSON Lines.

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from taxonomy.stats import wilson
+from lib.stats.intervals import wilson
 
 ARMS = ("before", "after")
 BOOTSTRAP = 2000

@@ -4,7 +4,7 @@ The audit (annotate.suggest_audit) and the quality bench (bench/suggest_quality_
 both measure through these functions, so the numbers on the Suggestions page and the
 bench's numbers mean the same thing:
 
-- per axis, top-1 and top-3 accuracy with Wilson intervals (taxonomy.stats.wilson);
+- per axis, top-1 and top-3 accuracy with Wilson intervals (lib.stats.wilson);
 - the most-common-value baseline, learnt on the training folds only and scored on
   the test fold, so it is no more in-sample than the model;
 - whether the model beats that baseline at the 95% level: a one-sided exact
@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from annotate.suggest_base import AXES, Answer
-from taxonomy.stats import wilson
+from lib.stats.intervals import wilson
 
 NAF = "__not_a_failure__"
 FIELDS = ("failure_type", *AXES)

@@ -13,9 +13,9 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from annotate.models import ApiToken
-from config.prepared import Prepared
+from lib.db.prepared import Prepared
 
-# Every API request with a token asks this first: compiled once (config.prepared).
+# Every API request with a token asks this first: compiled once (lib.db.prepared).
 _LIVE_TOKEN = Prepared(
     lambda key_hash: ApiToken.objects.select_related("user").filter(key_hash=key_hash, revoked_at__isnull=True)[:1],
     key_hash=str,

@@ -2,7 +2,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 
-from config.prepared import MAX_ID
+from lib.db.prepared import MAX_ID
 
 
 class IdCursorPagination(CursorPagination):

@@ -1,4 +1,4 @@
-"""Cluster bootstrap and agreement: ours (taxonomy.stats) against a naive loop, on paper-shaped data.
+"""Cluster bootstrap and agreement: ours (lib.stats) against a naive loop, on paper-shaped data.
 
 Paper size: 229 repositories with skewed sizes summing to 1,189 GitHub episodes
 plus 397 literature records (one cluster each), in 7 x 6 stage x capability
@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from taxonomy import stats
+from lib import stats
 
 STAGES, CAPS = 7, 6
 K = STAGES * CAPS

@@ -1,4 +1,4 @@
-"""Coverage of every cell-share interval taxonomy.stats offers, on clustered studies with known truth.
+"""Coverage of every cell-share interval lib.stats offers, on clustered studies with known truth.
 
 Each simulated study draws G repositories with lognormal or Pareto sizes
 summing to N records. Every repository has its own cell mix, drawn from a
@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from taxonomy import stats
+from lib import stats
 
 SHARES = (0.4, 0.3, 0.05, 0.005, 0.002)
 TRUE = np.array([*SHARES, 1 - sum(SHARES)])

@@ -1,4 +1,4 @@
-"""config.prepared: a lookup compiled once answers exactly what its queryset answers, on either database."""
+"""lib.db.prepared: a lookup compiled once answers exactly what its queryset answers, on either database."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from config.prepared import Prepared
+from lib.db.prepared import Prepared
 
 
 def _same(got, want, path="row") -> None:

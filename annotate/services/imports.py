@@ -35,8 +35,8 @@ from django.utils import timezone
 
 from annotate.importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
 from annotate.models import Document, Episode, Job, Study
-from annotate.prefetch import prefetched
 from annotate.services.studies import queue_key_for
+from lib.db.prefetch import prefetched
 
 ProgressFn = Callable[[int, int], None]
 T = TypeVar("T")

@@ -18,7 +18,6 @@ from django.db.models import Max, Q
 
 from annotate.importers import ImportFileError
 from annotate.models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
-from annotate.prefetch import prefetched
 from annotate.services.imports import (
     ImportResult,
     _RawWriter,
@@ -28,6 +27,7 @@ from annotate.services.imports import (
     upload_store,
 )
 from annotate.traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
+from lib.db.prefetch import prefetched
 
 ProgressFn = Callable[[int, int], None]
 BATCH = 200

@@ -33,7 +33,7 @@ from annotate.tests.analysis_factory import (
     expected_excluded,
     paper_rows,
 )
-from taxonomy.tests.test_stats import slow_cluster_bootstrap
+from lib.tests.test_stats import slow_cluster_bootstrap
 
 VOLATILE = ("generated_at", "run")
 
@@ -388,7 +388,7 @@ def test_labels_read_in_parts_join_into_the_same_arrays(paper, make_episode, par
 def test_the_chunks_draw_from_the_count_matrices_the_job_sent(paper):
     from annotate.analysis import codebook_axes, designs, label_arrays
     from annotate.analysis_tasks import designs_pack, designs_unpack
-    from taxonomy import stats
+    from lib import stats
 
     study, _ = paper
     ds = designs(label_arrays(study), codebook_axes(study))

@@ -57,7 +57,7 @@ def test_the_report_equals_a_hand_computation():
     assert (before.automation_bias.k, before.automation_bias.n, before.automation_bias.value) == (1, 2, 0.5)
     assert before.time_to_save.n == 4 and before.time_to_save.median_s == 45.0
     assert before.time_to_save.low_s <= 45.0 <= before.time_to_save.high_s
-    # Wilson 95% for 3/4, by hand: centre (0.75 + 1.96²/8) / (1 + 1.96²/4), half-width as in taxonomy.stats.
+    # Wilson 95% for 3/4, by hand: centre (0.75 + 1.96²/8) / (1 + 1.96²/4), half-width as in lib.stats.
     z = 1.959963984540054
     centre = (0.75 + z * z / 8) / (1 + z * z / 4)
     half = z * (0.75 * 0.25 / 4 + z * z / 64) ** 0.5 / (1 + z * z / 4)

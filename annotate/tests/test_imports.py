@@ -368,7 +368,7 @@ def test_prefetched_closes_its_source_in_the_producers_thread():
     ran the source, whether the consumer stopped early or read it all, and before closing the stream returns."""
     import threading
 
-    from annotate.prefetch import prefetched
+    from lib.db.prefetch import prefetched
 
     closed_in = []
 

@@ -1,4 +1,4 @@
-"""Readers that page through a study by index run with serial plans on PostgreSQL (annotate/plans.py): the
+"""Readers that page through a study by index run with serial plans on PostgreSQL (lib/db/plans.py): the
 analysis labels' queries have no Gather even when parallel plans cost nothing, and the setting does not outlive
 the reader, in a transaction or outside one."""
 
@@ -8,8 +8,8 @@ import pytest
 from django.db import connection, transaction
 
 from annotate.analysis import _label_part, codebook_axes, label_id_ranges, label_part
-from annotate.plans import serial_plans
 from conftest import force_parallel_plans
+from lib.db.plans import serial_plans
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

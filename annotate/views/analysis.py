@@ -35,7 +35,7 @@ from annotate.coding_selectors import codebook_picker
 from annotate.figures import AXIS_NAMES, confusion_rows
 from annotate.jobs import job_start
 from annotate.models import Episode, Job, Study
-from taxonomy import stats
+from lib import stats
 
 PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
 METHODS = [(m, stats.CELL_METHOD_NAMES[m]) for m in stats.CELL_METHODS]

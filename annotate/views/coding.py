@@ -26,7 +26,7 @@ from annotate.services.studies import CodingConflict, EpisodeFull, coding_save
 from annotate.trace_selectors import trace_summary_of, trace_window
 from annotate.views.queue import next_url
 from annotate.visibility import coding_visibility
-from config.prepared import MAX_ID, Prepared
+from lib.db.prepared import MAX_ID, Prepared
 
 # Rendering a multi-megabyte pasted log would stall the page; the coder gets the
 # head of it and the link to the original.
@@ -49,7 +49,7 @@ def study_episode(study: Study, pk: int, *, coder=None, lease: bool = False) -> 
     lease on it (`leased`)."""
     if coder is None:
         episode = get_object_or_404(Episode.objects.select_related("document"), pk=pk, study=study)
-    else:  # every coding page and save asks this: compiled once (config.prepared)
+    else:  # every coding page and save asks this: compiled once (lib.db.prepared)
         found = pk <= MAX_ID and (
             _EPISODE_LEASED.first(study_id=study.pk, pk=pk, coder_id=coder.pk, now=timezone.now())
             if lease

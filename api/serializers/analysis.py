@@ -10,7 +10,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from annotate.analysis import AGREEMENT_B, DEFAULT_B
-from taxonomy.stats import CELL_METHOD_NAMES, CELL_METHODS, DEFAULT_CELL_METHOD, MIN_CLUSTERS
+from lib.stats.bootstrap import CELL_METHOD_NAMES, CELL_METHODS, DEFAULT_CELL_METHOD, MIN_CLUSTERS
 
 # Named once for the OpenAPI schema (settings.SPECTACULAR_SETTINGS ENUM_NAME_OVERRIDES).
 CELL_INTERVAL_CHOICES = list(CELL_METHODS)

@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from annotate.coding_selectors import codebook_picker
 from annotate.models import Coding, Confidence, Document, Episode, Job, Study, Suggestion
-from config.prepared import MAX_ID, Prepared
+from lib.db.prepared import MAX_ID, Prepared
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 

@@ -16,7 +16,7 @@ from annotate.models import SuggestionBackend
 from api import selectors
 from api.permissions import StudyMember
 from api.serializers.core import JobSerializer
-from taxonomy.stats import CELL_METHODS, DEFAULT_CELL_METHOD
+from lib.stats.bootstrap import CELL_METHODS, DEFAULT_CELL_METHOD
 
 
 @extend_schema(

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from taxonomy import stats
+from lib import stats
 
 BENCH = Path(__file__).resolve().parent.parent / "coverage_bench.py"
 

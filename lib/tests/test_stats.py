@@ -1,4 +1,4 @@
-"""Known-answer, coverage and cross-check tests of taxonomy.stats (no database)."""
+"""Known-answer, coverage and cross-check tests of lib.stats (no database)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
-from taxonomy import stats
+from lib import stats
+from lib.stats import bootstrap, interrater, sensitivity_checks
 
 
 def design(cells, clusters, K=4):
@@ -159,7 +160,7 @@ def test_it_draws_heavy_and_light_clusters_with_the_right_distribution():
     cells = [0] * 40 + [1] * 30 + [0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 2, 0]
     clusters = [f"s{i}" for i in range(70)] + ["u1", "u1", "u2", "u2", "u3", "u3", "u4", "u4", "u5", "u5", "u6", "u6"]
     d = design(cells, clusters)
-    plan = stats._plan(d)
+    plan = bootstrap._plan(d)
     assert plan.G_heavy == 70 and plan.light_rows.shape[0] == 6
     B = 4000
     ours = stats.replicate_blocks([d], B=B, seed=3)[0]
@@ -233,7 +234,7 @@ def test_it_computes_bca_limits_like_a_slow_reference():
     reps = stats.replicate_blocks([d], B=2000, seed=8)[0]
     boot = stats.cell_intervals(d, reps, bca=True)
     props = stats.replicate_proportions(reps)
-    jack = stats._jackknife_props(d)
+    jack = bootstrap._jackknife_props(d)
     for k in range(4):
         lo, hi = slow_bca(props[:, k].tolist(), d.totals[k] / d.n, jack[:, k].tolist())
         assert boot.low[k] == pytest.approx(lo, abs=1e-12) and boot.high[k] == pytest.approx(hi, abs=1e-12)
@@ -637,12 +638,12 @@ def test_it_computes_bca_limits_at_the_edges_like_the_slow_reference():
         np.r_[np.full(200, 0.5), rng.uniform(0.0, 1.0, 200)],  # ties count half
     ])  # fmt: skip
     jack = np.column_stack([rng.normal(0, 1, 30) ** 3, rng.normal(0, 1, 30), np.zeros(30)])
-    lo, hi = stats._bca(reps, est, jack, 0.95)
+    lo, hi = bootstrap._bca(reps, est, jack, 0.95)
     for k in range(3):
         ref = slow_bca(reps[:, k].tolist(), 0.5, jack[:, k].tolist())
         assert (lo[k], hi[k]) == (pytest.approx(ref[0], abs=1e-12), pytest.approx(ref[1], abs=1e-12))
     # A huge acceleration pushes the limits to the smallest and largest replicates.
-    lo, hi = stats._bca(reps[:, :1], est[:1], np.r_[np.zeros(29), 50.0][:, None], 0.95)
+    lo, hi = bootstrap._bca(reps[:, :1], est[:1], np.r_[np.zeros(29), 50.0][:, None], 0.95)
     ref = slow_bca(reps[:, 0].tolist(), 0.5, [0.0] * 29 + [50.0])
     assert (lo[0], hi[0]) == (pytest.approx(ref[0], abs=1e-12), pytest.approx(ref[1], abs=1e-12))
 
@@ -653,7 +654,7 @@ def test_it_computes_bca_for_differences_with_the_jackknife_of_both_kinds():
     diff = stats.diff_intervals(a, b, ra, rb, bca=True)
     d = stats.replicate_proportions(ra) - stats.replicate_proportions(rb)
     pa, pb = a.totals / a.n, b.totals / b.n
-    jack = np.vstack([stats._jackknife_props(a) - pb, pa - stats._jackknife_props(b)])
+    jack = np.vstack([bootstrap._jackknife_props(a) - pb, pa - bootstrap._jackknife_props(b)])
     for k in range(4):
         lo, hi = slow_bca(d[:, k].tolist(), pa[k] - pb[k], jack[:, k].tolist())
         assert diff.low[k] == pytest.approx(lo, abs=1e-12) and diff.high[k] == pytest.approx(hi, abs=1e-12)
@@ -666,31 +667,31 @@ def test_it_computes_bca_for_differences_with_the_jackknife_of_both_kinds():
 
 def test_it_switches_to_float64_when_float32_sums_could_be_inexact(monkeypatch):
     d = paper_like(2)
-    assert stats._plan(d).dtype is np.float32
+    assert bootstrap._plan(d).dtype is np.float32
     single = stats.replicate_blocks([d], B=300, seed=6)[0]
-    monkeypatch.setattr(stats, "FLOAT32_EXACT", d.n_clusters * int(d.sizes.max()))
-    assert stats._plan(d).dtype is np.float64  # G * biggest no longer below the limit
+    monkeypatch.setattr(bootstrap, "FLOAT32_EXACT", d.n_clusters * int(d.sizes.max()))
+    assert bootstrap._plan(d).dtype is np.float64  # G * biggest no longer below the limit
     assert np.array_equal(stats.replicate_blocks([d], B=300, seed=6)[0], single)
-    monkeypatch.setattr(stats, "FLOAT32_EXACT", d.n_clusters * int(d.sizes.max()) + 1)
-    assert stats._plan(d).dtype is np.float32
+    monkeypatch.setattr(bootstrap, "FLOAT32_EXACT", d.n_clusters * int(d.sizes.max()) + 1)
+    assert bootstrap._plan(d).dtype is np.float32
 
 
 def test_it_falls_back_on_exact_row_grouping_when_row_hashes_collide(monkeypatch):
     d = paper_like(4, n_clusters=120)
     C = np.asarray(d.counts)
-    rows, mult = stats._unique_rows(C)
+    rows, mult = bootstrap._unique_rows(C)
     ref_rows, ref_mult = np.unique(C, axis=0, return_counts=True)
     as_set = lambda r, m: sorted(zip(map(tuple, r.tolist()), m.tolist(), strict=True))  # noqa: E731
     assert as_set(rows, mult) == as_set(ref_rows, ref_mult)
     # Every row hashes to its sum: rows (1, 0, ...) and (0, 1, ...) collide and must not be merged.
-    monkeypatch.setattr(stats, "_ROW_HASH", np.ones((2, 4096), dtype=np.uint64))
-    rows, mult = stats._unique_rows(C)
+    monkeypatch.setattr(bootstrap, "_ROW_HASH", np.ones((2, 4096), dtype=np.uint64))
+    rows, mult = bootstrap._unique_rows(C)
     assert as_set(rows, mult) == as_set(ref_rows, ref_mult)
     wide = np.zeros((3, 5000), dtype=np.int64)
     wide[0, 4999] = wide[2, 4999] = 1
-    rows, mult = stats._unique_rows(wide)
+    rows, mult = bootstrap._unique_rows(wide)
     assert rows.shape == (2, 5000) and sorted(mult.tolist()) == [1, 2]
-    rows, mult = stats._unique_rows(np.zeros((0, 3), dtype=np.int64))
+    rows, mult = bootstrap._unique_rows(np.zeros((0, 3), dtype=np.int64))
     assert rows.shape == (0, 3) and mult.size == 0
 
 
@@ -701,8 +702,8 @@ def test_it_draws_large_designs_in_bounded_sub_chunks_with_the_right_distributio
     sizes = rng.integers(1, 9, G)
     cells = np.concatenate([rng.integers(0, 4, s) for s in sizes])
     d = design(cells, np.repeat([f"r{i:03d}" for i in range(G)], sizes))
-    plan = stats._plan(d)
-    monkeypatch.setattr(stats, "LIGHT_CELLS", plan.light_rows.shape[0] * 10)  # 10 rows per sub-chunk
+    plan = bootstrap._plan(d)
+    monkeypatch.setattr(bootstrap, "LIGHT_CELLS", plan.light_rows.shape[0] * 10)  # 10 rows per sub-chunk
     B = 2000
     reps = stats.replicate_blocks([d], B=B, seed=5)[0]
     assert np.array_equal(reps, stats.replicate_blocks([d], B=B, seed=5, threads=2)[0])
@@ -777,7 +778,7 @@ def test_it_reports_the_share_of_undefined_replicates_and_why():
     codes = np.zeros((20, 3), dtype=int)
     codes[0, 0] = 1
     res = stats.agreement(codes, 2, B=1000, seed=0)
-    W = np.vstack(list(stats._weight_chunks(20, 1000, 0, stream=7)))
+    W = np.vstack(list(interrater._weight_chunks(20, 1000, 0, stream=7)))
     undefined = float(np.mean(W[:, 0] == 0))
     assert 0.3 < undefined < 0.4  # (19/20)^20 = 0.358
     for e in (res.fleiss_kappa, res.krippendorff_alpha):
@@ -793,11 +794,13 @@ def test_it_reports_the_share_of_undefined_replicates_and_why():
 
 def test_it_warns_only_above_five_percent_undefined():
     values = np.r_[0.5, np.linspace(0, 1, 95), np.full(5, np.nan)]
-    assert stats._estimate(values, 0.95, "u", "r").warning == ""
-    assert stats._estimate(values, 0.95, "u", "r").undefined_share == pytest.approx(0.05)
+    assert interrater._estimate(values, 0.95, "u", "r").warning == ""
+    assert interrater._estimate(values, 0.95, "u", "r").undefined_share == pytest.approx(0.05)
     values = np.r_[0.5, np.linspace(0, 1, 94), np.full(6, np.nan)]
-    assert stats._estimate(values, 0.95, "u", "r").warning.startswith("6% of bootstrap replicates were undefined (r)")
-    few = stats._estimate(np.r_[0.5, 0.4, np.full(9, np.nan)], 0.95, "u", "r")
+    assert interrater._estimate(values, 0.95, "u", "r").warning.startswith(
+        "6% of bootstrap replicates were undefined (r)"
+    )
+    few = interrater._estimate(np.r_[0.5, 0.4, np.full(9, np.nan)], 0.95, "u", "r")
     assert few.value == 0.5 and few.low is None and few.reason == "too few defined replicates for an interval"
     assert few.undefined_share == pytest.approx(0.9)
 
@@ -806,7 +809,7 @@ def test_it_takes_agreement_intervals_at_the_stated_quantiles():
     codes = gen_codes(3, 80, 2, 4, 0.0)
     for level in (0.95, 0.5):
         res = stats.agreement(codes, 4, B=600, seed=2, level=level)
-        W = np.vstack(list(stats._weight_chunks(80, 600, 2, stream=7)))
+        W = np.vstack(list(interrater._weight_chunks(80, 600, 2, stream=7)))
         agree = (codes[:, 0] == codes[:, 1]).astype(float)
         reps = (W @ agree) / W.sum(axis=1)
         lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
@@ -1027,7 +1030,7 @@ def reference_weights(U, B, seed, stream=7):
 @pytest.mark.parametrize("max_cells", [1 << 22, 3 * stats.BLOCK * 7])  # one chunk, and chunks of three blocks
 def test_it_draws_agreement_weights_block_by_block_from_documented_seeds(max_cells):
     B, U = 5 * stats.BLOCK + 37, 7  # a ragged last block
-    chunks = list(stats._weight_chunks(U, B, 11, 7, max_cells=max_cells))
+    chunks = list(interrater._weight_chunks(U, B, 11, 7, max_cells=max_cells))
     W = np.vstack(chunks)
     assert W.shape == (B, U) and W.dtype == np.float64
     assert np.array_equal(W, reference_weights(U, B, 11))
@@ -1094,7 +1097,7 @@ def test_it_fills_every_field_of_agreement_estimates():
         stats.agreement(gen_codes(5, 60, 2, 3, 0.0), 3, B=1000, seed=0),
     )
     assert default.fleiss_kappa == explicit.fleiss_kappa and default.pairs[0].kappa == explicit.pairs[0].kappa
-    few = stats._estimate(np.r_[0.5, 0.4, np.full(9, np.nan)], 0.95, "u", "r")
+    few = interrater._estimate(np.r_[0.5, 0.4, np.full(9, np.nan)], 0.95, "u", "r")
     assert few.warning.startswith("90% of bootstrap replicates were undefined (r)")
     empty = stats.agreement(np.array([[0, -1], [1, -1], [0, 0]]), 3, B=10, chance_categories=5)
     assert empty.enough is False and empty.chance_categories == 5 and empty.specific_n.dtype == np.int64
@@ -1152,10 +1155,10 @@ def test_it_wires_every_sensitivity_check_to_its_own_stream_level_and_seed():
     assert (c.low, c.high) == (iv.low, iv.high)
     assert c.keeps_sign == all(np.sign(t[0]) == np.sign(base.estimate) for t in loo)
     # The cap: the same subsamples, each with its own replicate stream, pooled.
-    rng = stats._block_rng(seed, 0, stream=2)
+    rng = bootstrap._block_rng(seed, 0, stream=2)
     ests, reps = [], []
     for s in range(subs):
-        ca, cb = stats._capped(a, cap, rng), stats._capped(b, cap, rng)
+        ca, cb = sensitivity_checks._capped(a, cap, rng), sensitivity_checks._capped(b, cap, rng)
         ests.append(ca.totals[k] / ca.n - cb.totals[k] / cb.n)
         ra, rb = stats.replicate_blocks([ca, cb], B=max(stats.BLOCK, -(-B // subs)), seed=seed, stream=100 + s)
         reps.append(stats.replicate_proportions(ra)[:, k] - stats.replicate_proportions(rb)[:, k])
@@ -1217,7 +1220,11 @@ def test_it_fills_every_field_of_cell_intervals_with_and_without_enough_data():
     ok = stats.cell_intervals(d, None, method="wilson_deff")
     assert ok.enough is True and ok.reason == "" and ok.method == "wilson_deff"
     assert np.array_equal(ok.n_eff, stats.effective_sizes(d).n_eff)
-    assert stats._sign(0.0) == 0 and stats._sign(-2.0) == -1 and stats._sign(0.5) == 1
+    assert (
+        sensitivity_checks._sign(0.0) == 0
+        and sensitivity_checks._sign(-2.0) == -1
+        and sensitivity_checks._sign(0.5) == 1
+    )
 
 
 def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
@@ -1229,52 +1236,52 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
 
 
 # Equivalent mutants: survivors of `make mutation` judged to change nothing observable (mutant: reason).
-#   taxonomy.stats.x__bca__mutmut_57: zeros_like(num, dtype=None) keeps num's float64
-#   taxonomy.stats.x__bca__mutmut_59: zeros_like(num) keeps num's float64
-#   taxonomy.stats.x__bca__mutmut_96: q comes from ndtr, in [0, 1], so q (B - 1) is never below 0
-#   taxonomy.stats.x__bca__mutmut_97: q <= 1, so q (B - 1) never exceeds B - 1
-#   taxonomy.stats.x__bca__mutmut_105: q <= 1, so the upper clip (B - 1 or B + 1) never bites
-#   taxonomy.stats.x_analytic_limits__mutmut_2: a default n of 0 or 1 fails the n < 2 check alike
-#   taxonomy.stats.x_analytic_limits__mutmut_10: p is promoted to float64 by its first product with n_eff
-#   taxonomy.stats.x_analytic_limits__mutmut_12: p is promoted to float64 by its first product with n_eff
-#   taxonomy.stats.x_analytic_limits__mutmut_14: n_eff is promoted to float64 by its first product with floats
-#   taxonomy.stats.x_analytic_limits__mutmut_16: n_eff is promoted to float64 by its first product with floats
-#   taxonomy.stats.x_analytic_limits__mutmut_148: the Wilson upper limit never exceeds 1 (exactly 1.0 at p = 1)
-#   taxonomy.stats.x_wilson__mutmut_86: the Wilson upper limit never exceeds 1 (exactly 1.0 at k = n)
-#   taxonomy.stats.x_effective_sizes__mutmut_2: astype(None) is float64
-#   taxonomy.stats.x_effective_sizes__mutmut_79: (sum a)^2 / sum a^2 >= 1 for non-negative a; the lower clip never bites
-#   taxonomy.stats.x_effective_sizes__mutmut_87: a cluster's residuals sum to 0 over cells, so the ratio is >= 2
-#   taxonomy.stats.x__unit_counts__mutmut_15: astype(None) is float64
-#   taxonomy.stats.x__weight_chunks__mutmut_6: chunk grouping never changes the concatenated weights
-#   taxonomy.stats.x__weight_chunks__mutmut_13: U >= 2 here (agreement returns earlier with fewer units)
-#   taxonomy.stats.x__weight_chunks__mutmut_54: integers(U) draws from [0, U), the same stream as integers(0, U)
-#   taxonomy.stats.x__weight_chunks__mutmut_57: int64 is the default dtype of Generator.integers
-#   taxonomy.stats.x__weight_chunks__mutmut_71: astype(None) is float64
-#   taxonomy.stats.x__agreement_stats__mutmut_63: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
-#   taxonomy.stats.x__agreement_stats__mutmut_72: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
-#   taxonomy.stats.x__agreement_stats__mutmut_82: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   taxonomy.stats.x__agreement_stats__mutmut_83: p_e = 1 exactly only with one category, then p_o = 1 and 0/0 = nan
-#   taxonomy.stats.x_agreement__mutmut_250: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   taxonomy.stats.x_agreement__mutmut_262: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   taxonomy.stats.x_agreement__mutmut_312: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   taxonomy.stats.x_agreement__mutmut_280: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
-#   taxonomy.stats.x_agreement__mutmut_136: astype(None) is float64, as astype(float)
-#   taxonomy.stats.x_agreement__mutmut_334: a pair exists only where both coded a unit: its sample value is defined
-#   taxonomy.stats.x_agreement__mutmut_344: a pair exists only where both coded a unit: its sample value is defined
-#   taxonomy.stats.x_agreement__mutmut_345: a pair exists only where both coded a unit: its sample value is defined
-#   taxonomy.stats.x_agreement__mutmut_435: with two or more pairable units the sample percent agreement is defined
-#   taxonomy.stats.x_agreement__mutmut_445: with two or more pairable units the sample percent agreement is defined
-#   taxonomy.stats.x_agreement__mutmut_446: with two or more pairable units the sample percent agreement is defined
-#   taxonomy.stats.x_agreement__mutmut_395: np.where overwrites the uninitialised slots (unused categories) with -1
-#   taxonomy.stats.x_agreement__mutmut_403: a category used once has no agreeing pair-end: 0 either way
-#   taxonomy.stats.x__capped__mutmut_19: cluster_design turns the names into strings either way
-#   taxonomy.stats.x__capped__mutmut_21: cluster_design turns the names into strings either way
-#   taxonomy.stats.x_design_without__mutmut_26: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_design_without__mutmut_29: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_design_without__mutmut_30: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_sensitivity__mutmut_68: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_sensitivity__mutmut_71: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_sensitivity__mutmut_72: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_sensitivity__mutmut_78: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_sensitivity__mutmut_81: the zipped sequences have equal length by construction
-#   taxonomy.stats.x_sensitivity__mutmut_82: the zipped sequences have equal length by construction
+#   lib.stats.bootstrap.x__bca__mutmut_57: zeros_like(num, dtype=None) keeps num's float64
+#   lib.stats.bootstrap.x__bca__mutmut_59: zeros_like(num) keeps num's float64
+#   lib.stats.bootstrap.x__bca__mutmut_96: q comes from ndtr, in [0, 1], so q (B - 1) is never below 0
+#   lib.stats.bootstrap.x__bca__mutmut_97: q <= 1, so q (B - 1) never exceeds B - 1
+#   lib.stats.bootstrap.x__bca__mutmut_105: q <= 1, so the upper clip (B - 1 or B + 1) never bites
+#   lib.stats.intervals.x_analytic_limits__mutmut_2: a default n of 0 or 1 fails the n < 2 check alike
+#   lib.stats.intervals.x_analytic_limits__mutmut_10: p is promoted to float64 by its first product with n_eff
+#   lib.stats.intervals.x_analytic_limits__mutmut_12: p is promoted to float64 by its first product with n_eff
+#   lib.stats.intervals.x_analytic_limits__mutmut_14: n_eff is promoted to float64 by its first product with floats
+#   lib.stats.intervals.x_analytic_limits__mutmut_16: n_eff is promoted to float64 by its first product with floats
+#   lib.stats.intervals.x_analytic_limits__mutmut_148: the Wilson upper limit never exceeds 1 (exactly 1.0 at p = 1)
+#   lib.stats.intervals.x_wilson__mutmut_86: the Wilson upper limit never exceeds 1 (exactly 1.0 at k = n)
+#   lib.stats.intervals.x_effective_sizes__mutmut_2: astype(None) is float64
+#   lib.stats.intervals.x_effective_sizes__mutmut_79: (sum a)^2 / sum a^2 >= 1 for non-negative a; the lower clip never bites
+#   lib.stats.intervals.x_effective_sizes__mutmut_87: a cluster's residuals sum to 0 over cells, so the ratio is >= 2
+#   lib.stats.interrater.x__unit_counts__mutmut_15: astype(None) is float64
+#   lib.stats.interrater.x__weight_chunks__mutmut_6: chunk grouping never changes the concatenated weights
+#   lib.stats.interrater.x__weight_chunks__mutmut_13: U >= 2 here (agreement returns earlier with fewer units)
+#   lib.stats.interrater.x__weight_chunks__mutmut_54: integers(U) draws from [0, U), the same stream as integers(0, U)
+#   lib.stats.interrater.x__weight_chunks__mutmut_57: int64 is the default dtype of Generator.integers
+#   lib.stats.interrater.x__weight_chunks__mutmut_71: astype(None) is float64
+#   lib.stats.interrater.x__agreement_stats__mutmut_63: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
+#   lib.stats.interrater.x__agreement_stats__mutmut_72: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
+#   lib.stats.interrater.x__agreement_stats__mutmut_82: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   lib.stats.interrater.x__agreement_stats__mutmut_83: p_e = 1 exactly only with one category, then p_o = 1 and 0/0 = nan
+#   lib.stats.interrater.x_agreement__mutmut_250: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   lib.stats.interrater.x_agreement__mutmut_262: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   lib.stats.interrater.x_agreement__mutmut_312: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   lib.stats.interrater.x_agreement__mutmut_280: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
+#   lib.stats.interrater.x_agreement__mutmut_136: astype(None) is float64, as astype(float)
+#   lib.stats.interrater.x_agreement__mutmut_334: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x_agreement__mutmut_344: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x_agreement__mutmut_345: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x_agreement__mutmut_435: with two or more pairable units the sample percent agreement is defined
+#   lib.stats.interrater.x_agreement__mutmut_445: with two or more pairable units the sample percent agreement is defined
+#   lib.stats.interrater.x_agreement__mutmut_446: with two or more pairable units the sample percent agreement is defined
+#   lib.stats.interrater.x_agreement__mutmut_395: np.where overwrites the uninitialised slots (unused categories) with -1
+#   lib.stats.interrater.x_agreement__mutmut_403: a category used once has no agreeing pair-end: 0 either way
+#   lib.stats.sensitivity_checks.x__capped__mutmut_19: cluster_design turns the names into strings either way
+#   lib.stats.sensitivity_checks.x__capped__mutmut_21: cluster_design turns the names into strings either way
+#   lib.stats.designs.x_design_without__mutmut_26: the zipped sequences have equal length by construction
+#   lib.stats.designs.x_design_without__mutmut_29: the zipped sequences have equal length by construction
+#   lib.stats.designs.x_design_without__mutmut_30: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_68: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_71: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_72: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_78: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_81: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_82: the zipped sequences have equal length by construction

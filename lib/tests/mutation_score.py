@@ -1,7 +1,7 @@
 """Print the mutation score of `make mutation`: killed over the mutants not judged equivalent.
 
-Reads mutmut's results (mutants/taxonomy/stats.py.meta) and the list of survivors judged equivalent, kept in
-the comment block of taxonomy/tests/test_stats.py (one `#   MUTANT_NAME: reason` line each, under the line
+Reads mutmut's results (mutants/lib/stats/*.py.meta) and the list of survivors judged equivalent, kept in
+the comment block of lib/tests/test_stats.py (one `#   MUTANT_NAME: reason` line each, under the line
 `# Equivalent mutants`). Exits 1 when the score is below 90% or a listed mutant is no longer a survivor, so the
 list cannot go stale silently.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 from mutmut.stats import status_by_exit_code
 
 ROOT = Path(__file__).resolve().parents[2]
-META = ROOT / "mutants" / "taxonomy" / "stats.py.meta"
-TESTS = ROOT / "taxonomy" / "tests" / "test_stats.py"
+METAS = ROOT / "mutants" / "lib" / "stats"
+TESTS = ROOT / "lib" / "tests" / "test_stats.py"
 TARGET = 90.0
 
 
@@ -29,14 +29,16 @@ def equivalent() -> dict[str, str]:
     for line in block.splitlines()[1:]:
         if not line.startswith("#"):
             break
-        m = re.match(r"#\s+(taxonomy\.stats\.\S+):\s*(.+)", line)
+        m = re.match(r"#\s+(lib\.stats\.\S+):\s*(.+)", line)
         if m:
             found[m.group(1)] = m.group(2)
     return found
 
 
 def main() -> int:
-    codes = json.loads(META.read_text())["exit_code_by_key"]
+    codes = {}
+    for meta in sorted(METAS.glob("*.py.meta")):
+        codes.update(json.loads(meta.read_text())["exit_code_by_key"])
     status = {name: status_by_exit_code[code] for name, code in codes.items()}
     counts = Counter(status.values())
     equiv = equivalent()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from taxonomy.attribution import accuracy, step_agreement
+from lib.stats.attribution import accuracy, step_agreement
 
 
 def test_it_counts_agreeing_pairs_within_each_tolerance():

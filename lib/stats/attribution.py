@@ -1,6 +1,6 @@
 """Statistics of who-and-when attribution: agreement on the decisive step, accuracy against a reference.
 
-Pure numpy, like taxonomy.stats (whose agreement() measures agreement on the responsible agent,
+Pure numpy, like lib.stats (whose agreement() measures agreement on the responsible agent,
 a nominal code): arrays in, frozen dataclasses out, no ORM.
 """
 
@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from taxonomy.stats import Estimate, Proportion, wilson
+from lib.stats.interrater import Estimate
+from lib.stats.intervals import Proportion, wilson
 
 TOLERANCES = (0, 1, 3)
 

@@ -1,0 +1,208 @@
+"""Sensitivity checks for one cell and contrast: does the conclusion survive dropping, capping or re-weighting
+clusters?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lib.stats.bootstrap import (
+    BLOCK,
+    Interval,
+    _block_rng,
+    _jackknife_props,
+    _percentile,
+    design_enough,
+    replicate_blocks,
+    replicate_proportions,
+)
+from lib.stats.designs import ClusterDesign, cluster_design, design_without, record_design
+from lib.stats.intervals import bootstrap_diff_cell
+
+# ---------------------------------------------------------------------------
+# Sensitivity checks for one cell and contrast
+
+
+@dataclass(frozen=True)
+class SensitivityCheck:
+    name: str
+    description: str
+    estimate: float | None
+    low: float | None
+    high: float | None
+    keeps_sign: bool | None
+    excludes_zero: bool | None
+    detail: dict = field(default_factory=dict)
+    enough: bool = True
+    reason: str = ""
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _capped(design: ClusterDesign, cap: int, rng: np.random.Generator) -> ClusterDesign:
+    """Keep at most `cap` random episodes of each cluster."""
+    keys = rng.random(design.n)
+    order = np.lexsort((keys, design.episode_cluster))
+    g = design.episode_cluster[order]
+    start = np.searchsorted(g, np.arange(design.n_clusters))
+    rank = np.arange(design.n) - start[g]
+    keep = order[rank < cap]
+    cells, clusters = design.cells[keep], np.asarray(design.names, dtype=object)[design.episode_cluster[keep]]
+    return cluster_design(cells, clusters, design.n_cells)
+
+
+def sensitivity(
+    a: ClusterDesign,
+    b: ClusterDesign,
+    k: int,
+    *,
+    B: int,
+    seed: int,
+    level: float = 0.95,
+    cap: int = 5,
+    subsamples: int = 20,
+    baseline: Interval | None = None,
+) -> list[SensitivityCheck]:
+    """Robustness of p_a - p_b in cell k: leave-one-cluster-out, a per-cluster cap,
+    dropping the largest cluster, and the record-level bootstrap.
+
+    Every check reports whether the contrast keeps the baseline's sign and
+    whether its interval stays clear of zero. Interval checks reuse B replicates
+    on their own seeded streams (1, 2, ...) so they never share draws with the
+    main run.
+    """
+    if not (design_enough(a)[0] and design_enough(b)[0]):
+        reason = design_enough(a)[1] or design_enough(b)[1]
+        return [SensitivityCheck(n, d, None, None, None, None, None, enough=False, reason=reason) for n, d in _CHECKS]
+    base = baseline or bootstrap_diff_cell(a, b, k, B=B, seed=seed, level=level)
+    sign = _sign(base.estimate)
+    checks = []
+
+    # Leave one cluster out, from either kind.
+    pa, pb = a.totals[k] / a.n, b.totals[k] / b.n
+    loo_a = _jackknife_props(a)[:, k] - pb
+    loo_b = pa - _jackknife_props(b)[:, k]
+    # A kind with one cluster left after removal has no estimate; keep only defined ones.
+    loo = np.concatenate([loo_a[a.n - a.sizes > 0], loo_b[b.n - b.sizes > 0]])
+    labels = [f"a:{n}" for n, s in zip(a.names, a.sizes, strict=True) if a.n - s > 0] + [
+        f"b:{n}" for n, s in zip(b.names, b.sizes, strict=True) if b.n - s > 0
+    ]
+    worst = int(np.argmax(np.abs(loo - base.estimate)))
+    side, name = labels[worst].split(":", 1)
+    drop_a = design_without(a, [a.names.index(name)]) if side == "a" else a
+    drop_b = design_without(b, [b.names.index(name)]) if side == "b" else b
+    iv = bootstrap_diff_cell(drop_a, drop_b, k, B=B, seed=seed, level=level, stream=1)
+    checks.append(
+        SensitivityCheck(
+            "leave_one_cluster_out",
+            _CHECKS[0][1],
+            float(loo[worst]),
+            iv.low if iv else None,
+            iv.high if iv else None,
+            bool(np.all(np.sign(loo) == sign)),
+            iv.excludes_zero if iv else None,
+            {
+                "min": float(loo.min()),
+                "max": float(loo.max()),
+                "most_influential": {"side": side, "cluster": name, "shift": float(loo[worst] - base.estimate)},
+                "n_clusters": len(loo),
+            },
+        )
+    )
+
+    # Cap each cluster at `cap` episodes, averaged over random subsamples.
+    rng = _block_rng(seed, 0, stream=2)
+    ests, reps = [], []
+    b_each = max(BLOCK, -(-B // subsamples))
+    for s in range(subsamples):
+        ca, cb = _capped(a, cap, rng), _capped(b, cap, rng)
+        if ca.n == 0 or cb.n == 0:
+            continue
+        ests.append(ca.totals[k] / ca.n - cb.totals[k] / cb.n)
+        if design_enough(ca)[0] and design_enough(cb)[0]:
+            ra, rb = replicate_blocks([ca, cb], B=b_each, seed=seed, stream=100 + s, threads=1)
+            reps.append(replicate_proportions(ra)[:, k] - replicate_proportions(rb)[:, k])
+    est = float(np.mean(ests)) if ests else None
+    pooled = np.concatenate(reps) if reps else None
+    lo, hi = (float(x[0]) for x in _percentile(pooled[:, None], level)) if pooled is not None else (None, None)
+    checks.append(
+        SensitivityCheck(
+            "cluster_cap",
+            _CHECKS[1][1].format(cap=cap),
+            est,
+            lo,
+            hi,
+            (_sign(est) == sign) if est is not None else None,
+            (lo > 0 or hi < 0) if lo is not None else None,
+            {"cap": cap, "subsamples": len(ests), "min": float(np.min(ests)), "max": float(np.max(ests))}
+            if ests
+            else {"cap": cap, "subsamples": 0},
+        )
+    )
+
+    # Drop the largest cluster of each kind (kinds whose clusters all hold one episode keep theirs).
+    la, lb = int(np.argmax(a.sizes)), int(np.argmax(b.sizes))
+    drop_a, drop_b = a.sizes[la] > 1, b.sizes[lb] > 1
+    da = design_without(a, [la]) if drop_a else a
+    db = design_without(b, [lb]) if drop_b else b
+    dropped = {
+        "a": a.names[la] if drop_a else None,
+        "a_size": int(a.sizes[la]) if drop_a else 0,
+        "b": b.names[lb] if drop_b else None,
+        "b_size": int(b.sizes[lb]) if drop_b else 0,
+    }
+    if not (drop_a or drop_b):
+        checks.append(
+            SensitivityCheck(
+                "drop_largest_cluster", _CHECKS[2][1], None, None, None, None, None, dropped, False,
+                "no cluster holds more than one episode",
+            )
+        )  # fmt: skip
+    else:
+        # Both kinds keep episodes: each had two or more clusters, and only one is dropped.
+        iv = bootstrap_diff_cell(da, db, k, B=B, seed=seed, level=level, stream=3)
+        est = float(da.totals[k] / da.n - db.totals[k] / db.n)
+        checks.append(
+            SensitivityCheck(
+                "drop_largest_cluster",
+                _CHECKS[2][1],
+                est,
+                iv.low if iv else None,
+                iv.high if iv else None,
+                _sign(est) == sign,
+                iv.excludes_zero if iv else None,
+                dropped,
+            )
+        )
+
+    # Record-level bootstrap: what ignoring the clustering would claim.
+    iv = bootstrap_diff_cell(record_design(a), record_design(b), k, B=B, seed=seed, level=level, stream=4)
+    width = base.high - base.low
+    checks.append(
+        SensitivityCheck(
+            "record_bootstrap",
+            _CHECKS[3][1],
+            iv.estimate,
+            iv.low,
+            iv.high,
+            _sign(iv.estimate) == sign,
+            iv.excludes_zero,
+            {
+                "cluster_width": float(width),
+                "record_width": float(iv.high - iv.low),
+                "widening": float(width / (iv.high - iv.low)) if iv.high > iv.low else None,
+            },
+        )
+    )
+    return checks
+
+
+_CHECKS = (
+    ("leave_one_cluster_out", "Leave one cluster out: the range of the contrast, and the cluster that moves it most"),
+    ("cluster_cap", "At most {cap} episodes per cluster, averaged over random subsamples"),
+    ("drop_largest_cluster", "Without the largest cluster of each kind (clusters of one episode are kept)"),
+    ("record_bootstrap", "Ordinary record-level bootstrap (ignores clustering)"),
+)
