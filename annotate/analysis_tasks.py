@@ -56,7 +56,8 @@ from annotate.analysis import (
     parse_params,
     unpack,
 )
-from annotate.jobs import DEFERRED, job_deferred_heartbeat
+from annotate.jobs.registry import job_handler
+from annotate.jobs.runner import DEFERRED, job_deferred_heartbeat
 from annotate.labels import FinalLabel
 from annotate.models import Job, JobStatus, Study
 from lib import stats
@@ -251,6 +252,7 @@ def _chunks_wanted(job: Job) -> int:
     return DEFAULT_CHUNKS
 
 
+@job_handler("bootstrap")
 def job_bootstrap(*, job, progress):
     """Handler for Job kind "bootstrap": params bootstrap, seed and optionally cell, contrast, cap, bca, chunks.
 

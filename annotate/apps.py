@@ -1,5 +1,20 @@
+from importlib import import_module
+
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
+
+# Imported once Django is set up, in every process: each registers its job kinds (@job_handler) or its
+# Celery tasks (by their pinned names), which the runner and the workers look up by name.
+REGISTERING_MODULES = (
+    "annotate.jobs.tasks",
+    "annotate.tasks",
+    "annotate.analysis_tasks",
+    "annotate.services.studies",
+    "annotate.services.suggestions",
+    "annotate.services.imports",
+    "annotate.services.traces",
+    "annotate.services.datasets",
+)
 
 
 def _search_index_ensure(sender, using="default", **kwargs) -> None:
@@ -12,5 +27,7 @@ class AnnotateConfig(AppConfig):
     name = "annotate"
 
     def ready(self) -> None:
+        for module in REGISTERING_MODULES:
+            import_module(module)
         # SQLite rebuilds a table to alter it, which drops the search triggers; put them back after every migrate.
         post_migrate.connect(_search_index_ensure, sender=self, dispatch_uid="annotate.search_index_ensure")

@@ -148,7 +148,7 @@ def child_import(slug: str, path: str) -> None:
     django.setup()
     from django.conf import settings
 
-    from annotate.jobs import job_run
+    from annotate.jobs.runner import job_run
     from annotate.models import Job, JobStatus, Study
     from annotate.services.imports import UPLOAD_DIR
 
@@ -291,8 +291,8 @@ def measure_export(studies: dict, token: str, env: dict) -> dict:
 
 
 def measure_bootstrap(study, B: int, env: dict, chunks: int = 16) -> dict:
+    from annotate.jobs.tasks import run_job
     from annotate.models import Job
-    from annotate.tasks import run_job
 
     out = {}
     for workers in (1, 2):

@@ -29,7 +29,7 @@ class TendingScheduler(PersistentScheduler):
         from django.conf import settings
         from django.db import close_old_connections
 
-        from annotate.jobs import jobs_tend
+        from annotate.jobs.runner import jobs_tend
 
         self._next_tend = time.monotonic() + settings.FAULTLINE_REQUEUE_EVERY_S
         close_old_connections()

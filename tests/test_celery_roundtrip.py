@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from annotate.jobs import job_start
+from annotate.jobs.runner import job_start
 from annotate.models import Episode, Job, JobStatus
 
 
@@ -17,7 +17,7 @@ def test_a_worker_runs_a_job_and_its_result_lands_in_the_database(celery_worker,
 
     queue = f"roundtrip-{uuid.uuid4().hex[:8]}"
     celery_worker(queue)
-    from annotate.tasks import run_job
+    from annotate.jobs.tasks import run_job
 
     job = Job.objects.create(kind="recount", study=study)
     run_job.apply_async(args=[job.pk], queue=queue)
@@ -48,9 +48,10 @@ def test_without_a_broker_jobs_run_eagerly(study, make_episode, django_capture_o
 
 
 def test_a_failing_job_records_its_error(study, monkeypatch):
-    from annotate import jobs
+    from annotate.jobs import registry
+    from annotate.jobs import runner as jobs
 
-    monkeypatch.setitem(jobs.HANDLERS, "boom", "builtins.int")  # int(job=..., progress=...) raises TypeError
+    monkeypatch.setitem(registry.HANDLERS, "boom", int)  # int(job=..., progress=...) raises TypeError
     job = Job.objects.create(kind="boom", study=study)
     jobs.job_run(job_id=job.pk)
     job.refresh_from_db()

@@ -76,7 +76,7 @@ def test_it_registers_every_task_under_its_pinned_name():
 
 
 def test_it_keeps_the_job_kinds_stored_in_job_rows():
-    from annotate.jobs import HANDLERS
+    from annotate.jobs.registry import HANDLERS
 
     assert set(HANDLERS) == {
         "recount", "suggest", "retrain", "audit", "import", "import_traces", "export_parquet", "bootstrap",

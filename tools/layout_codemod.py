@@ -260,7 +260,9 @@ def rewrite_import(node: ast.stmt, module: str, is_package: bool, absolutize: bo
     for alias in node.names:
         as_ = f" as {alias.asname}" if alias.asname else ""
         full = f"{base}.{alias.name}"
-        if active(full) and not (active(base) and alias.name in defined_somewhere(base)):
+        if _is_module(full) and not active(full):
+            groups.setdefault(base, []).append(alias.name + as_)  # a module of the new layout
+        elif active(full) and not (active(base) and alias.name in defined_somewhere(base)):
             new = target_for(full, None)  # `from pkg import module`, and the module moved
             parent, _, leaf = new.rpartition(".")
             groups.setdefault(parent, []).append(leaf + (as_ or (f" as {alias.name}" if leaf != alias.name else "")))

@@ -28,6 +28,7 @@ from simple_history.utils import bulk_create_with_history
 from annotate import exports
 from annotate.filters import EpisodeFilter
 from annotate.importers import clean_json
+from annotate.jobs.registry import job_handler
 from annotate.labels import resolve_label
 from annotate.models import (
     Adjudication,
@@ -107,6 +108,7 @@ def export_file_path(job) -> Path:
     return Path(settings.MEDIA_ROOT) / EXPORT_DIR / f"{job.study.slug}-{job.pk}.parquet"
 
 
+@job_handler("export_parquet")
 def job_export_parquet(*, job, progress) -> dict[str, Any]:
     """Job handler: write a Parquet export (params: filters, coders) under MEDIA_ROOT/exports/."""
     path = export_file_path(job)

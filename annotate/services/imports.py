@@ -34,6 +34,7 @@ from django.db.models import JSONField
 from django.utils import timezone
 
 from annotate.importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
+from annotate.jobs.registry import job_handler
 from annotate.models import Document, Episode, Job, Study
 from annotate.services.studies import queue_key_for
 from lib.db.prefetch import prefetched
@@ -1247,7 +1248,7 @@ def import_upload_start(*, study: Study, user, uploaded_file, include_prs: bool 
     Raises ValidationError({"file": ...}) for a missing, empty, oversized or
     unsupported file. The job deletes the stored file when it finishes.
     """
-    from annotate.jobs import job_start
+    from annotate.jobs.runner import job_start
 
     if uploaded_file is None:
         raise ValidationError({"file": "Choose a file to import."})
@@ -1277,6 +1278,7 @@ def _suggestions_after_import(job: Job) -> int | None:
         return None
 
 
+@job_handler("import")
 def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     """Job handler: import the uploaded file named in job.params in resumable batches, then delete it.
 
@@ -1284,7 +1286,7 @@ def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     was lost continues after the last committed batch. The file is kept until the
     import succeeds or proves malformed, because a re-run needs it.
     """
-    from annotate.jobs import job_checkpoint_save
+    from annotate.jobs.runner import job_checkpoint_save
 
     media = Path(settings.MEDIA_ROOT).resolve()
     path = (media / job.params["path"]).resolve()

@@ -15,6 +15,7 @@ from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from annotate.evidence import evidence_locate
+from annotate.jobs.registry import job_handler
 from annotate.models import Coding, Confidence, Episode, EpisodeStatus, Lease, Membership, Role, Study
 from annotate.selectors import count_per_outer_row
 from annotate.services.disagreement import disagreement_mask, disagreement_refresh
@@ -510,6 +511,7 @@ def episodes_recount(*, study: Study) -> int:
     return len(stale)
 
 
+@job_handler("recount")
 def job_recount(*, job, progress) -> dict[str, Any]:
     """Job handler: repair a study's episode counters."""
     progress(0, 1)

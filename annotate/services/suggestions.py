@@ -23,7 +23,8 @@ from django.db import transaction
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
-from annotate.jobs import job_checkpoint_save, job_start
+from annotate.jobs.registry import job_handler
+from annotate.jobs.runner import job_checkpoint_save, job_start
 from annotate.labels import final_labels
 from annotate.models import (
     Adjudication,
@@ -516,6 +517,7 @@ def suggester_audit_start(*, study: Study, user, backend: str | None = None) -> 
     return job_start(kind="audit", study=study, user=user, params={"backend": backend})
 
 
+@job_handler("audit")
 def job_audit(*, job: Job, progress) -> dict[str, Any]:
     """Job handler: audit the study's suggester and record the result."""
     from annotate.suggest_audit import suggester_audit
@@ -527,6 +529,7 @@ def job_audit(*, job: Job, progress) -> dict[str, Any]:
     return {"audit": row.pk, "passed": report.passed, "n_labels": report.n_labels}
 
 
+@job_handler("suggest")
 def job_suggest(*, job: Job, progress) -> dict[str, Any]:
     """Job handler: a suggestion batch."""
     params = job.params or {}
@@ -540,6 +543,7 @@ def job_suggest(*, job: Job, progress) -> dict[str, Any]:
     )
 
 
+@job_handler("retrain")
 def job_retrain(*, job: Job, progress) -> dict[str, Any]:
     """Job handler: retrain the study's local model."""
     progress(0, 1)

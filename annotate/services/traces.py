@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 
 from annotate.importers import ImportFileError
+from annotate.jobs.registry import job_handler
 from annotate.models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
 from annotate.services.imports import (
     ImportResult,
@@ -234,7 +235,7 @@ def trace_import_value(
 
 def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
     """Validate an uploaded trace file, store it under MEDIA_ROOT and start an "import_traces" Job."""
-    from annotate.jobs import job_start
+    from annotate.jobs.runner import job_start
 
     errors = {}
     if fmt not in FORMATS:
@@ -256,6 +257,7 @@ def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
         raise
 
 
+@job_handler("import_traces")
 def job_import_traces(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     """Job handler: import the uploaded trace file named in job.params, then delete it."""
     media = Path(settings.MEDIA_ROOT).resolve()

@@ -20,7 +20,7 @@ from annotate.analysis import (
     label_arrays,
     parse_params,
 )
-from annotate.jobs import job_run
+from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus
 from annotate.services import study_create
 from annotate.tests.analysis_factory import (

@@ -149,7 +149,7 @@ def test_a_large_b_runs_as_a_job_started_by_a_coder_not_a_viewer(
     assert r.status_code == 302 and f"job={job.pk}" in r["Location"]
     page = client.get(r["Location"])
     assert f'id="job-{job.pk}"' in page.content.decode()  # the shared progress partial
-    from annotate.jobs import job_run
+    from annotate.jobs.runner import job_run
 
     job_run(job_id=job.pk)
     page = client.get(r["Location"]).content.decode()

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection, transaction
 
 from annotate.analysis import Params, analysis_document
-from annotate.jobs import job_run
+from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus
 from annotate.tests.analysis_factory import build, paper_rows
 
@@ -59,7 +59,7 @@ def test_it_gives_the_same_bytes_in_one_chunk_and_in_four(celery_worker, setting
     settings.FAULTLINE_ANALYSIS_QUEUE = queue
     log = tmp_path / "worker.log"
     celery_worker(queue, pool="prefork", concurrency=2, logfile=log)
-    from annotate.tasks import run_job
+    from annotate.jobs.tasks import run_job
 
     jobs = {}
     for chunks in (1, 4):

@@ -41,7 +41,7 @@ def test_signed_in_users_get_job_counts_and_their_studies_unfinished_jobs(client
 
     from django.utils import timezone
 
-    from annotate.jobs import job_claim
+    from annotate.jobs.runner import job_claim
     from annotate.models import Job
 
     Job.objects.create(kind="import", study=study)

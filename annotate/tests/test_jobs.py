@@ -13,8 +13,9 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
-from annotate import jobs
-from annotate.jobs import LeaseLost, job_checkpoint_save, job_claim, job_run, jobs_tend
+from annotate.jobs import registry
+from annotate.jobs import runner as jobs
+from annotate.jobs.runner import LeaseLost, job_checkpoint_save, job_claim, job_run, jobs_tend
 from annotate.models import Document, Episode, Job, JobStatus, Suggestion
 from annotate.services.suggestions import suggestion_batch_start
 
@@ -26,7 +27,7 @@ class WorkerDied(BaseException):
 @pytest.fixture
 def sent(monkeypatch):
     """The run_job messages handed to Celery (there is no broker in these tests)."""
-    from annotate.tasks import run_job
+    from annotate.jobs.tasks import run_job
 
     messages: list[tuple[int, str]] = []
     monkeypatch.setattr(
@@ -102,7 +103,7 @@ def test_a_second_delivery_of_a_running_job_does_nothing(study, monkeypatch):
     job = Job.objects.create(kind="recount", study=study)
     claimed = job_claim(job_id=job.pk)
     ran = []
-    monkeypatch.setitem(jobs.HANDLERS, "recount", "annotate.tests.test_jobs.record_run")
+    monkeypatch.setitem(registry.HANDLERS, "recount", record_run)
     monkeypatch.setattr("annotate.tests.test_jobs.RUNS", ran)
     job_run(job_id=job.pk)
     job.refresh_from_db()
@@ -182,7 +183,7 @@ def test_a_job_lost_too_often_fails_with_a_reason_instead_of_looping(study, sent
 def test_a_job_whose_enqueue_failed_stays_pending_and_beat_sends_it(
     study, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from annotate.tasks import run_job
+    from annotate.jobs.tasks import run_job
 
     def broker_down(*args, **kwargs):
         raise ConnectionRefusedError("broker down")
@@ -329,7 +330,7 @@ def test_progress_inside_an_atomic_job_is_visible_to_pollers(require_postgres, s
 
     from django.db import connections, transaction
 
-    from annotate.jobs import job_progress_writer
+    from annotate.jobs.runner import job_progress_writer
 
     job = Job.objects.create(kind="recount", study=study)
     seen = []

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 
-from annotate.jobs import job_run
+from annotate.jobs.runner import job_run
 from annotate.llm import LLMConfigError, LLMSuggester, answer_validate, prompt_version_for
 from annotate.models import Job, JobStatus, Suggestion, SuggestionStatus
 from annotate.services.suggestions import suggestion_batch_start, suggestions_make

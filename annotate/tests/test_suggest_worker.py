@@ -28,7 +28,7 @@ def test_a_worker_runs_an_llm_suggestion_batch(celery_worker, study, make_episod
         },
     )
     try:
-        from annotate.tasks import run_job
+        from annotate.jobs.tasks import run_job
 
         job = Job.objects.create(kind="suggest", study=study, created_by=bob, params={"backend": "openai"})
         run_job.apply_async(args=[job.pk], queue=queue)

@@ -119,7 +119,7 @@ def test_it_sends_a_large_b_to_a_job_and_serves_the_finished_result(paper, alice
     client = as_user(alice)
     r = client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=2")
     assert r.status_code == 400 and "analysis/" in r.json()["bootstrap"][0]
-    from annotate.jobs import job_run
+    from annotate.jobs.runner import job_run
 
     job = Job.objects.create(kind="bootstrap", study=paper, params={"bootstrap": 640, "seed": 2, "chunks": 1})
     job_run(job_id=job.pk)

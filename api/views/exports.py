@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from annotate import exports
 from annotate.filters import EpisodeFilter
-from annotate.jobs import job_start
+from annotate.jobs.runner import job_start
 from annotate.models import JobStatus, Role
 from annotate.services.datasets import export_episodes, export_file_path
 from annotate.visibility import BLIND_REPORT, coding_visibility

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.jobs import job_start
+from annotate.jobs.runner import job_start
 from annotate.models import SuggestionBackend
 from api import selectors
 from api.permissions import StudyMember

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from annotate.jobs import job_claim, job_run, jobs_tend
+from annotate.jobs.runner import job_claim, job_run, jobs_tend
 from annotate.models import Job
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_the_jobs_page_shows_every_state_and_a_lost_workers_job_says_so(page, live_server, login, shot, study, alice,
                                                                           monkeypatch):  # fmt: skip
-    from annotate.tasks import run_job
+    from annotate.jobs.tasks import run_job
 
     monkeypatch.setattr(run_job, "apply_async", lambda *a, **k: None, raising=False)  # no broker here
     page.goto(f"{live_server.url}/login/", timeout=60_000)  # a cold server on a busy machine answers slowly at first

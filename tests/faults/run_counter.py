@@ -12,7 +12,7 @@ import os
 
 import redis
 
-from annotate.jobs import job_started
+from annotate.jobs.runner import job_started
 
 ENV = "FAULTLINE_TEST_RUN_COUNTER_URL"
 PREFIX = "faultline-test:job-runs:"

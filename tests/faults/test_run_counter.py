@@ -3,7 +3,7 @@ a job whose work ran twice reads 2 even when the row still says one attempt."""
 
 import pytest
 
-from annotate import jobs
+from annotate.jobs import runner as jobs
 from annotate.models import Job, JobStatus
 from tests.faults import run_counter
 from tests.faults.conftest import RunCounter

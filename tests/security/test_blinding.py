@@ -167,7 +167,7 @@ def test_pages_hide_others_progress_from_a_blind_coder(blind_study, client, bob,
 
 
 def test_a_blind_coder_sees_only_their_own_jobs(blind_study, alice, bob):
-    from annotate.jobs import job_start
+    from annotate.jobs.runner import job_start
 
     study, _dana, _eve, _shared, _target = blind_study
     theirs = job_start(kind="recount", study=study, user=alice, params={})

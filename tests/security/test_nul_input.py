@@ -87,9 +87,10 @@ def failing_handler(*, job, progress):
 
 def test_a_job_never_shows_a_database_error(study, alice, monkeypatch):
     """Whatever breaks inside the database, the job page gets a plain message, not the driver's text."""
-    from annotate import jobs
+    from annotate.jobs import registry
+    from annotate.jobs import runner as jobs
 
-    monkeypatch.setitem(jobs.HANDLERS, "recount", f"{__name__}.failing_handler")
+    monkeypatch.setitem(registry.HANDLERS, "recount", failing_handler)
     job = jobs.job_start(kind="recount", study=study, user=alice)
     jobs.job_run(job_id=job.pk)
     job.refresh_from_db()

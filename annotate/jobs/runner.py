@@ -1,7 +1,8 @@
 """Long work as Celery-backed Jobs: start one, hand it to a worker, run it exactly once, report its progress.
 
-Each job kind maps to a handler `handler(*, job, progress) -> dict` named by
-dotted path, so apps add kinds without import cycles. The handler does the
+Each job kind maps to a handler `handler(*, job, progress) -> dict`, registered
+with `@job_handler("kind")` (annotate.jobs.registry), so packages add kinds
+without the runner importing them. The handler does the
 work through services; `progress(done, total)` updates the Job row that pages
 poll and commands can mirror in a progress bar.
 
@@ -43,13 +44,14 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections, transaction
 from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
+from annotate.jobs.registry import handler_for
 from annotate.models import Job, JobStatus
 
 log = logging.getLogger(__name__)
@@ -62,16 +64,8 @@ ProgressFn = Callable[[int, int], None]
 DEFERRED = object()
 DEFERRED_LEASE_S = 3600
 
-HANDLERS: dict[str, str] = {
-    "recount": "annotate.services.studies.job_recount",
-    "suggest": "annotate.services.suggestions.job_suggest",
-    "retrain": "annotate.services.suggestions.job_retrain",
-    "audit": "annotate.services.suggestions.job_audit",
-    "import": "annotate.services.imports.job_import",
-    "import_traces": "annotate.services.traces.job_import_traces",
-    "export_parquet": "annotate.services.datasets.job_export_parquet",
-    "bootstrap": "annotate.analysis_tasks.job_bootstrap",
-}
+# The job runner's task (annotate/jobs/tasks.py), looked up by its pinned name: that module imports this one.
+RUN_JOB = "annotate.tasks.run_job"
 
 WORKER_LOST = "worker lost"
 
@@ -92,8 +86,7 @@ def job_start(*, kind: str, study=None, user=None, params: dict | None = None) -
 
     Never fails because the broker is down: the job then stays pending and beat sends it later.
     """
-    if kind not in HANDLERS:
-        raise ValueError(f"unknown job kind '{kind}'")
+    handler_for(kind)  # an unknown kind fails here, before anything is stored
     job = Job.objects.create(kind=kind, study=study, created_by=user, params=params or {})
     transaction.on_commit(lambda: job_enqueue(job_id=job.pk))
     return job
@@ -130,8 +123,7 @@ def _message_ttl_s() -> int:
 def job_enqueue(*, job_id: int) -> bool:
     """Send one `run_job` message for a pending job and record its id. False if the broker is down
     (the job stays pending and `jobs_tend`, run by beat, sends it once the broker is back)."""
-    from annotate.tasks import run_job
-
+    run_job = current_app.tasks[RUN_JOB]
     message_id = uuid.uuid4().hex
     marked = Job.objects.filter(pk=job_id, status=JobStatus.PENDING).update(
         message_id=message_id, enqueued_at=timezone.now()
@@ -436,7 +428,7 @@ def job_run(*, job_id: int) -> Job | None:
     if job is None:
         log.info("job %s is not pending; this delivery does nothing", job_id)
         return Job.objects.filter(pk=job_id).first()
-    handler = import_string(HANDLERS[job.kind])
+    handler = handler_for(job.kind)
     with Lease(job) as lease:
         for receiver, response in job_started.send_robust(sender=Job, job=job):
             if isinstance(response, Exception):
