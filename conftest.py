@@ -205,7 +205,7 @@ def charlie(db, django_user_model):
 @pytest.fixture
 def study(codebook, alice, bob, vera, charlie):
     """Alice's study: Bob codes, Vera views, Charlie is not a member."""
-    from annotate.services import study_create
+    from annotate.studies.services import study_create
 
     return study_create(slug="alpha", name="Alpha study", codebook=codebook, owner=alice, coders=[bob], viewers=[vera])
 
@@ -213,7 +213,7 @@ def study(codebook, alice, bob, vera, charlie):
 @pytest.fixture
 def other_study(codebook, charlie):
     """Charlie's own study, which Alice, Bob and Vera must never see."""
-    from annotate.services import study_create
+    from annotate.studies.services import study_create
 
     return study_create(slug="charlies", name="Charlie's study", codebook=codebook, owner=charlie)
 
@@ -222,7 +222,7 @@ def other_study(codebook, charlie):
 def make_episode():
     """Create a document with one episode in a study."""
     from annotate.models import Document, Episode
-    from annotate.services import queue_key_for
+    from annotate.studies.services import queue_key_for
 
     counter = {"n": 0}
 

@@ -9,7 +9,7 @@ REGISTERING_MODULES = (
     "annotate.jobs.tasks",
     "annotate.tasks",
     "annotate.analysis_tasks",
-    "annotate.services.studies",
+    "annotate.coding.handlers",
     "annotate.services.suggestions",
     "annotate.services.imports",
     "annotate.services.traces",

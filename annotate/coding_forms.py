@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django import forms
 
+from annotate.coding.services import CodingValues, coding_values_validate
 from annotate.coding_selectors import Picker
 from annotate.evidence import MAX_QUOTE, evidence_locate
 from annotate.models import Confidence, Episode, QueueOrder, Split, Suggestion
 from annotate.services.adjudication import AdjudicationValues
-from annotate.services.coding_settings import MAX_CODERS_PER_EPISODE
-from annotate.services.studies import CodingValues, coding_values_validate
+from annotate.studies.coding_settings import MAX_CODERS_PER_EPISODE
 from taxonomy.models import Axis
 
 AXES = tuple(Axis.values)  # source, stage, capability

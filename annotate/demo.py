@@ -16,9 +16,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Adjudication, DocumentKind, Episode, EpisodeStatus, Split, Study
-from annotate.services import CodingValues, coding_save, study_create
 from annotate.services.imports import import_file
+from annotate.studies.services import study_create
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"

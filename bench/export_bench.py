@@ -68,7 +68,7 @@ def fill(slug: str, n: int, seed: int) -> None:
     from django.utils import timezone
 
     from annotate.models import Coding, Document, Episode, EpisodeStatus, Suggestion
-    from annotate.services.studies import study_create
+    from annotate.studies.services import study_create
     from taxonomy.models import AxisValue, Codebook, FailureType
 
     rng = random.Random(seed)
@@ -227,7 +227,7 @@ def main() -> None:
 
     from annotate.models import Study
     from annotate.services.datasets import export_write
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     _, key = token_create(user=get_user_model().objects.get(username="bench-owner"), name="bench")
     Study.objects.filter(slug__startswith="bench").update(blind=False)

@@ -148,8 +148,8 @@ def child(args: argparse.Namespace) -> None:
         call_command("migrate", verbosity=0)
     try:
         from annotate.models import Document, Episode
-        from annotate.services import study_create
         from annotate.services.imports import import_file
+        from annotate.studies.services import study_create
         from taxonomy.services import codebook_load, codebook_read_file
 
         codebook = codebook_load(data=codebook_read_file(ROOT / "fixtures" / "codebook-v1.json"), publish=True)

@@ -103,8 +103,8 @@ def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> 
     from django.contrib.auth import get_user_model
 
     from annotate.models import Document, Episode
-    from annotate.services.studies import membership_set, queue_key_for, study_create
-    from annotate.services.tokens import token_create
+    from annotate.studies.services import membership_set, queue_key_for, study_create
+    from annotate.studies.tokens import token_create
     from taxonomy.models import Codebook
 
     User = get_user_model()

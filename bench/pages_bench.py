@@ -100,7 +100,7 @@ def _body(rng: random.Random, n: int) -> str:
 def fill(study, n: int, coded: int, coders: tuple, *, first_id: int, seed: int = 11) -> None:
     """n documents with one episode each; `coded` episodes coded: half by both coders (30% disagreeing), half once."""
     from annotate.models import Coding, Document, Episode, EpisodeStatus
-    from annotate.services import queue_key_for
+    from annotate.studies.services import queue_key_for
     from taxonomy.models import AxisValue, FailureType
 
     rng = random.Random(seed)
@@ -170,8 +170,8 @@ class Endpoints:
                 "capability": "actuation", "confidence": "medium", "memo": "bench", "action": "save"}  # fmt: skip
 
     def next(self, i: int):
+        from annotate.coding.services import coding_save
         from annotate.models import Episode
-        from annotate.services.studies import coding_save
 
         response = self.coder_client.post(f"/studies/{self.study.slug}/next/")
         assert response.status_code == 302, response.status_code
@@ -293,10 +293,10 @@ def run(n: int, coded: int, requests: int, quick: bool) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
+    from annotate.coding.services import CodingValues
     from annotate.coding_selectors import codebook_picker
     from annotate.models import Lease
-    from annotate.services import study_create
-    from annotate.services.studies import CodingValues
+    from annotate.studies.services import study_create
     from taxonomy.services import codebook_load, codebook_read_file
 
     codebook = codebook_load(data=codebook_read_file(ROOT / "fixtures" / "codebook-v1.json"), publish=True).codebook

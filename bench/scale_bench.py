@@ -244,9 +244,9 @@ PAGES = ("coding_get", "coding_post", "next", "adjudication_list", "document_sea
 
 
 def measure_pages(studies: dict, users: dict, requests: int) -> dict:
+    from annotate.coding.services import CodingValues
     from annotate.coding_selectors import codebook_picker
     from annotate.models import Lease
-    from annotate.services.studies import CodingValues
 
     results = {}
     for label, study in studies.items():
@@ -554,7 +554,7 @@ def _api_save_cpu_ms(port: int, master: int, studies: dict, coders: list[str]) -
     from django.contrib.auth import get_user_model
 
     from annotate.models import Episode
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     study = list(studies.values())[-1]
     uncoded = Episode.objects.filter(study=study, n_codings=0).order_by("?").values_list("id", flat=True)
@@ -646,8 +646,8 @@ def run(args, work: Path) -> None:
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
     call_command("collectstatic", "--noinput", verbosity=0)
-    from annotate.services import study_create
-    from annotate.services.tokens import token_create
+    from annotate.studies.services import study_create
+    from annotate.studies.tokens import token_create
     from taxonomy.services import codebook_load, codebook_read_file
 
     n = args.episodes or (20_000 if args.quick else 1_000_000)
@@ -801,7 +801,7 @@ def bootstrap_only(args, work: Path, n: int, B: int, big, users, env, broker):
 
 def http_steps(args, work: Path, codebook, users, coders, token, env, broker, summary: dict, targets: dict) -> None:
     """Step 6: saves, pages and an import through gunicorn; adds its figures to the summary."""
-    from annotate.services import study_create
+    from annotate.studies.services import study_create
 
     # The bigger study has --episodes (the smaller a tenth of it), else 20,000 with --quick, else 100,000.
     big_n = args.episodes or (20_000 if args.quick else 100_000)

@@ -271,8 +271,8 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from annotate.models import Episode
-    from annotate.services import membership_set, study_create
     from annotate.services.traces import import_traces
+    from annotate.studies.services import membership_set, study_create
     from taxonomy.services import codebook_load, codebook_read_file
 
     codebook = codebook_load(data=codebook_read_file(ROOT / "fixtures" / "codebook-v1.json"), publish=True)

@@ -48,7 +48,7 @@ def private_redis_url():
 
 @override_settings(CACHES=DOWN)
 def test_the_api_answers_and_still_throttles_while_the_cache_redis_is_down(client, bob, study, monkeypatch):
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
     from api.throttling import TokenRateThrottle
 
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"anon": "60/min", "user": "3/min"})

@@ -129,7 +129,7 @@ def token_client():
     """An API client with a real token, one per user for the whole test (not per example)."""
     from rest_framework.test import APIClient
 
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     clients = {}
 

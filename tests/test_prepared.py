@@ -44,7 +44,7 @@ def test_the_token_lookup_is_its_querysets(bob, django_assert_num_queries):
     from django.utils import timezone
 
     from annotate.models import ApiToken
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
     from api.authentication import _LIVE_TOKEN, hash_key, live_token
 
     _, key = token_create(user=bob, name="live")
@@ -64,8 +64,8 @@ def test_the_token_lookup_is_its_querysets(bob, django_assert_num_queries):
 
 
 def test_the_episode_lookup_is_its_querysets_with_and_without_a_coding(study, bob, alice, make_episode, codes):
+    from annotate.coding.services import CodingValues, coding_save
     from annotate.models import Coding, Episode
-    from annotate.services.studies import CodingValues, coding_save
     from api.serializers.core import _EPISODE_WITH_MINE
 
     coded, uncoded = make_episode(study), make_episode(study)
@@ -92,7 +92,7 @@ def test_the_episode_lookup_is_its_querysets_with_and_without_a_coding(study, bo
 def test_an_episode_id_past_64_bits_is_a_field_error_not_a_crash(study, bob, make_episode):
     from rest_framework.test import APIClient
 
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     make_episode(study)
     _, key = token_create(user=bob, name="t")
@@ -164,8 +164,8 @@ def test_values_must_be_the_declared_kinds_and_all_given(study):
 def test_the_coding_pages_episode_lookup_is_its_querysets(client, study, other_study, bob, alice, make_episode, codes):
     from django.http import Http404
 
+    from annotate.coding.services import CodingValues, coding_save
     from annotate.models import Coding, Episode
-    from annotate.services.studies import CodingValues, coding_save
     from annotate.views.coding import study_episode
 
     def orm(pk, coder):  # the lookup as study_episode wrote it before it was prepared

@@ -12,10 +12,10 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.coding_selectors import codebook_picker
 from annotate.models import Artifact, Document, Job, Suggestion, TraceStep
-from annotate.services.studies import CodingValues, coding_save
-from annotate.services.tokens import token_create
+from annotate.studies.tokens import token_create
 
 PERSONAS = ("anon", "charlie", "vera", "bob", "alice")
 LOGIN = "login"  # shorthand: 302 to the login page

@@ -47,9 +47,12 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
         ("annotate.tasks", ["annotate.jobs.tasks", "annotate.incidents.tasks"]),
     ],
     "studies": [
-        ("annotate.services.members", ["annotate.studies.members", "annotate.imports.uploads"]),
+        ("annotate.services.studies", ["annotate.studies.services", "annotate.coding.services",
+                                       "annotate.coding.handlers"]),
+        ("annotate.services", ["annotate.studies.services", "annotate.coding.services"]),
+        ("annotate.services.members", "annotate.studies.members"),
         ("annotate.services.tokens", "annotate.studies.tokens"),
-        ("annotate.services.coding_settings", "annotate.studies.settings"),
+        ("annotate.services.coding_settings", "annotate.studies.coding_settings"),
         ("annotate.selectors", "annotate.studies.selectors"),
         ("annotate.forms", "annotate.studies.forms"),
     ],
@@ -60,9 +63,6 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
         ("annotate.render", "annotate.documents.render"),
     ],
     "coding": [
-        ("annotate.services.studies", ["annotate.studies.services", "annotate.coding.services",
-                                       "annotate.studies.handlers"]),
-        ("annotate.services", ["annotate.studies.services", "annotate.coding.services"]),
         ("annotate.services.queue", "annotate.coding.queue"),
         ("annotate.services.adjudication", "annotate.coding.adjudication"),
         ("annotate.services.disagreement", "annotate.coding.disagreement"),
@@ -296,8 +296,9 @@ def active(old: str) -> bool:
     if old not in MAP:
         return False
     base = ROOT / Path(*old.split("."))
-    if old in OLD_PACKAGES:
-        return not (base / "__init__.py").exists()
+    if old in OLD_PACKAGES:  # gone, or emptied of the names it re-exported
+        init = base / "__init__.py"
+        return not init.exists() or not init.read_text().strip()
     return not base.with_suffix(".py").exists()
 
 

@@ -26,6 +26,7 @@ from django.db.models import QuerySet
 from simple_history.utils import bulk_create_with_history
 
 from annotate import exports
+from annotate.coding.services import evidence_checked
 from annotate.filters import EpisodeFilter
 from annotate.importers import clean_json
 from annotate.jobs.registry import job_handler
@@ -45,7 +46,7 @@ from annotate.models import (
     SuggestionStatus,
 )
 from annotate.services.disagreement import disagreement_refresh
-from annotate.services.studies import evidence_checked, queue_key_for, study_create
+from annotate.studies.services import queue_key_for, study_create
 from annotate.visibility import FULL, Visibility
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 

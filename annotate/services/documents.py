@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from annotate.models import Document, Episode, Split
-from annotate.services.studies import queue_key_for
+from annotate.studies.services import queue_key_for
 
 
 def _locate(body: str, start: int, end: int, text: str | None) -> tuple[int, int]:

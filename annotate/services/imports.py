@@ -35,9 +35,12 @@ from django.utils import timezone
 
 from annotate.importers import EXTENSIONS, ImportFileError, Record, Skip, clean_text, github_record, iter_file
 from annotate.jobs.registry import job_handler
-from annotate.models import Document, Episode, Job, Study
-from annotate.services.studies import queue_key_for
+from annotate.models import Document, Episode, Job, QueueOrder, Study
+from annotate.studies.members import may_create_studies
+from annotate.studies.services import queue_key_for, study_create
 from lib.db.prefetch import prefetched
+from taxonomy.models import Codebook
+from taxonomy.services import CodebookError, codebook_load
 
 ProgressFn = Callable[[int, int], None]
 T = TypeVar("T")
@@ -1326,3 +1329,55 @@ def job_import(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
     # The job page lists the result as text; "pull request: 2" reads better there than a dict.
     summary["skip_reasons"] = ", ".join(f"{reason}: {n}" for reason, n in sorted(result.skip_reasons.items()))
     return {"file": name, **summary}
+
+
+@dataclass(frozen=True)
+class StudyStart:
+    study: Study
+    jobs: list
+
+
+@transaction.atomic
+def study_start(
+    *,
+    creator,
+    name: str,
+    slug: str,
+    codebook: Codebook | None = None,
+    codebook_data: dict | None = None,
+    coders_per_episode: int = 2,
+    blind: bool = True,
+    queue_order: str = QueueOrder.RANDOM,
+    files: list | tuple = (),
+) -> StudyStart:
+    """Create a study owned by `creator`, with a published or uploaded codebook, and start its first imports.
+
+    One transaction: a bad codebook or file leaves no study behind. An uploaded
+    codebook is loaded and published (a study codes against a frozen codebook);
+    if its name@version exists published with other contents, that is an error.
+    """
+    if not may_create_studies(creator):
+        raise ValidationError("You may not create studies here; ask an administrator.")
+    if (codebook is None) == (codebook_data is None):
+        raise ValidationError({"codebook": "Choose a published codebook or upload one, not both."})
+    if not 1 <= coders_per_episode <= 10:
+        raise ValidationError({"coders_per_episode": "Between 1 and 10 coders per episode."})
+    if queue_order not in QueueOrder.values:
+        raise ValidationError({"queue_order": f"Queue order is one of {', '.join(QueueOrder.values)}."})
+    if codebook_data is not None:
+        try:
+            codebook = codebook_load(data=codebook_data, publish=True).codebook
+        except CodebookError as exc:
+            raise ValidationError({"codebook_file": str(exc)}) from None
+    elif not codebook.is_published:
+        raise ValidationError({"codebook": "Studies code against a published codebook."})
+    study = study_create(slug=slug, name=name, codebook=codebook, owner=creator)
+    study.coders_per_episode, study.blind, study.queue_order = coders_per_episode, blind, queue_order
+    study.save(update_fields=["coders_per_episode", "blind", "queue_order"])
+    jobs = []
+    for uploaded in files:
+        try:
+            jobs.append(import_upload_start(study=study, user=creator, uploaded_file=uploaded))
+        except ValidationError as exc:
+            raise ValidationError({"files": exc.messages}) from None
+    return StudyStart(study=study, jobs=jobs)

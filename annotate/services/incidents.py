@@ -32,8 +32,8 @@ from annotate.models import (
     TriageStatus,
 )
 from annotate.render import safe_link
-from annotate.services.studies import queue_key_for
 from annotate.services.traces import artifacts_link, steps_write, trace_steps_of_value
+from annotate.studies.services import queue_key_for
 from annotate.traces import TraceArtifact, trace_summary
 
 log = logging.getLogger(__name__)

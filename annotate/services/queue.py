@@ -33,9 +33,9 @@ from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotate.coding.services import has_room
 from annotate.models import Coding, Episode, EpisodeStatus, Lease, QueueOrder, Study, Suggestion
-from annotate.selectors import count_per_outer_row
-from annotate.services.studies import has_room
+from annotate.studies.selectors import count_per_outer_row
 
 # How many episodes at the head of each queue slice one request examines (a small
 # window first, which is almost always enough, then a wider one), and how many of

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.labels import LabelStatus, final_labels
 from annotate.models import Adjudication, EpisodeStatus
 from annotate.services.adjudication import AdjudicationValues, adjudication_save
-from annotate.services.studies import CodingValues, coding_save
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from annotate.analysis import (
 )
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus
-from annotate.services import study_create
+from annotate.studies.services import study_create
 from annotate.tests.analysis_factory import (
     CAPS,
     STAGES,

@@ -5,8 +5,8 @@ import json
 
 from django.core.management import call_command
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Episode
-from annotate.services.studies import CodingValues, coding_save
 from annotate.services.traces import trace_import_value
 from annotate.tests.trace_fixtures import openinference_trace, otlp_trace
 from annotate.traces import TraceArtifact

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding, Lease, Suggestion, SuggestionStatus
-from annotate.services.studies import CodingValues, coding_save
 
 BODY = (
     "The agent **looped** forever calling `search` with the same query.\n\n"
@@ -200,7 +200,7 @@ def test_a_suggestion_of_another_episode_is_refused(client, bob, episode, study,
 
 
 def test_a_full_episode_takes_no_third_coder(client, alice, bob, django_user_model, study, episode, values_for):
-    from annotate.services import membership_set
+    from annotate.studies.services import membership_set
 
     carol = django_user_model.objects.create_user(username="carol")
     membership_set(study=study, user=carol, role="coder")

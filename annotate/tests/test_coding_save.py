@@ -1,8 +1,8 @@
 import pytest
 from django.core.exceptions import ValidationError
 
+from annotate.coding.services import CodingConflict, CodingValues, coding_delete, coding_save
 from annotate.models import Coding, EpisodeStatus
-from annotate.services import CodingConflict, CodingValues, coding_delete, coding_save
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Episode, EpisodeStatus
-from annotate.services.studies import CodingValues, coding_save
 
 SETTINGS = {"coders_per_episode": "3", "blind": "", "queue_order": "import", "queue_splits": ["primary", "holdout"],
             "suggestions_after_first_choice": "on"}  # fmt: skip

@@ -9,11 +9,11 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from annotate.coding.services import CodingValues, coding_delete, coding_save, episodes_recount
 from annotate.labels import disagreeing_axes
 from annotate.models import Coding, Episode
 from annotate.services.adjudication import AdjudicationValues, adjudication_delete, adjudication_save
 from annotate.services.disagreement import DISAGREEMENT_BITS, disagreement_refresh
-from annotate.services.studies import CodingValues, coding_delete, coding_save, episodes_recount
 
 
 def bits(*axes: str) -> int:
@@ -78,7 +78,7 @@ def test_adjudication_keeps_it_and_the_list_finds_it_in_both_states(client, stud
 
 def test_the_stored_bits_equal_what_the_codings_say(study, make_episode, codes, alice, bob, vera):
     """Random codings by three coders: the stored state is labels.disagreeing_axes, bit for bit."""
-    from annotate.services import membership_set
+    from annotate.studies.services import membership_set
 
     membership_set(study=study, user=vera, role="coder")
     study.coders_per_episode = 3  # up to three coders per episode; coding_save keeps k

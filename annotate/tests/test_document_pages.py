@@ -8,8 +8,8 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Document, Episode, Job
-from annotate.services import CodingValues, coding_save
 from annotate.services.imports import import_file
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from annotate.services.studies import CodingValues, coding_delete, coding_save
+from annotate.coding.services import CodingValues, coding_delete, coding_save
 
 
 def base(codes, **kw):

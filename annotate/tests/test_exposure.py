@@ -13,8 +13,8 @@ from django.urls import reverse
 from annotate.exposure import ExposureRow, exposure_arm, exposure_report
 from annotate.exposure_selectors import SALT
 from annotate.models import Adjudication, Coding, CodingExposure, Suggestion, SuggestionStatus
-from annotate.services import membership_set
 from annotate.services.suggestions import suggestions_make
+from annotate.studies.services import membership_set
 from conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

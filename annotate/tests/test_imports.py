@@ -10,9 +10,9 @@ from django.core.management import CommandError, call_command
 from hypothesis import given
 from hypothesis import strategies as st
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.importers import ImportFileError
 from annotate.models import Coding, Document, Episode
-from annotate.services import CodingValues, coding_save
 from annotate.services.imports import import_file
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
@@ -331,7 +331,7 @@ def test_every_character_a_field_can_hold_is_stored_as_given(study, tmp_path):
 
 
 def test_new_episodes_have_their_place_in_the_random_order(study):
-    from annotate.services.studies import queue_key_for
+    from annotate.studies.services import queue_key_for
 
     import_file(study=study, path=SAMPLES / "github_issues.json")
     episodes = list(Episode.objects.filter(study=study).select_related("document"))

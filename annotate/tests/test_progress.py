@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding
-from annotate.services.studies import CodingValues, coding_save
 
 
 @pytest.fixture

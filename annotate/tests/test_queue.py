@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from annotate.coding.services import CodingValues, EpisodeFull, coding_save
 from annotate.models import Coding, Episode, EpisodeStatus, Lease
 from annotate.services.queue import episode_next, lease_claim, lease_release
-from annotate.services.studies import CodingValues, EpisodeFull, coding_save
 from conftest import PASSWORD
 
 
@@ -29,7 +29,7 @@ def values(codes):
 @pytest.fixture
 def coders(study, django_user_model):
     """Five more coders in Alice's study."""
-    from annotate.services import membership_set
+    from annotate.studies.services import membership_set
 
     users = []
     for i in range(5):
@@ -193,7 +193,7 @@ def test_a_first_coding_needs_a_place(study, bob, alice, coders, make_episode, v
 
 
 def test_a_second_submit_of_a_first_coding_is_a_conflict_not_a_full_episode(study, bob, alice, make_episode, values):
-    from annotate.services.studies import CodingConflict
+    from annotate.coding.services import CodingConflict
 
     ep = make_episode(study)
     lease_claim(episode=ep, coder=bob)
@@ -208,7 +208,7 @@ def test_a_second_submit_of_a_first_coding_is_a_conflict_not_a_full_episode(stud
 def test_a_stale_no_coding_yet_with_room_left_still_meets_the_version_check(study, bob, make_episode, values):
     """Under the lock the save looks again for the coder's coding (on PostgreSQL in the same statement that
     counts the places): a page that still says "no coding yet" gets a conflict, or edits with the version."""
-    from annotate.services.studies import CodingConflict
+    from annotate.coding.services import CodingConflict
 
     ep = make_episode(study)
     coding_save(episode=ep, coder=bob, values=values, version=None, has_coding=False)
@@ -330,7 +330,7 @@ def test_concurrent_coders_never_push_an_episode_past_k(
 def test_concurrent_first_codings_of_one_coder_give_one_coding_and_conflicts(
     require_postgres, study, bob, make_episode, values
 ):
-    from annotate.services.studies import CodingConflict
+    from annotate.coding.services import CodingConflict
 
     ep = make_episode(study)
     outcomes = []

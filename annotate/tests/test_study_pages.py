@@ -70,7 +70,7 @@ def test_csrf_is_enforced_on_forms(alice, study):
 
 
 def test_the_study_list_query_count_is_constant(client, alice, codebook, django_assert_max_num_queries):
-    from annotate.services import study_create
+    from annotate.studies.services import study_create
 
     for i in range(5):
         study_create(slug=f"s{i}", name=f"S{i}", codebook=codebook, owner=alice)

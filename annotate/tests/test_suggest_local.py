@@ -13,9 +13,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.utils import timezone
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus, LocalModel, Suggestion, SuggestionStatus
-from annotate.services import CodingValues, coding_save
 from annotate.services.suggestions import (
     local_retrain_start,
     suggestion_batch_start,

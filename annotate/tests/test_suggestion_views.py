@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding, Job, Suggestion, SuggestionStatus
-from annotate.services import CodingValues, coding_save
 from annotate.services.suggestions import suggestions_make
 from conftest import PASSWORD
 

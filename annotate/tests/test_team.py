@@ -228,8 +228,8 @@ def test_the_owner_changes_a_role_and_the_adjudicator_duty(client, alice, bob, s
 def test_a_removed_coder_keeps_their_codings_attributed_and_loses_access(
     client, alice, bob, study, make_episode, codes
 ):
+    from annotate.coding.services import CodingValues, coding_save
     from annotate.models import Coding, Lease
-    from annotate.services import CodingValues, coding_save
     from annotate.services.queue import lease_claim
 
     ep, other = make_episode(study), make_episode(study)
@@ -286,7 +286,7 @@ def test_log_out_everywhere_ends_every_session_and_revokes_tokens(client, bob, s
     from django.test import Client
 
     from annotate.models import ApiToken
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     _, key = token_create(user=bob, name="script")
     other = Client()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Suggestion, TriageEvent
 from annotate.services.incidents import IncidentArtifact, IncidentData, incident_create
-from annotate.services.studies import CodingValues, coding_save
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Adjudication, Coding, Lease
-from annotate.services import membership_set
-from annotate.services.studies import CodingValues, coding_save
+from annotate.studies.services import membership_set
 
 CODE = {"failure_type": "TUS-03", "source": "llm", "stage": "setup", "capability": "memory", "confidence": "low"}
 

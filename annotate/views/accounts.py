@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotate.forms import InvitationAcceptForm
-from annotate.services.members import InvitationInvalid, invitation_accept, invitation_for_token, sessions_revoke_all
+from annotate.studies.forms import InvitationAcceptForm
+from annotate.studies.members import InvitationInvalid, invitation_accept, invitation_for_token, sessions_revoke_all
 
 BACKEND = "django.contrib.auth.backends.ModelBackend"
 

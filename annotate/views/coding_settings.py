@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods
 from annotate.access import study_view
 from annotate.coding_forms import CodingSettingsForm
 from annotate.models import Study
-from annotate.services.coding_settings import study_coding_settings_update
+from annotate.studies.coding_settings import study_coding_settings_update
 
 
 def _initial(study: Study) -> dict:

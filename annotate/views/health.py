@@ -10,7 +10,7 @@ from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from annotate.selectors import jobs_health
+from annotate.studies.selectors import jobs_health
 
 
 def _database_ok() -> tuple[bool, str]:

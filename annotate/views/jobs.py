@@ -6,7 +6,7 @@ from django.views.decorators.http import require_GET
 
 from annotate.access import membership_for, study_view
 from annotate.models import Job, Study
-from annotate.selectors import study_jobs
+from annotate.studies.selectors import study_jobs
 from annotate.visibility import coding_visibility
 
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.access import study_view
-from annotate.forms import InviteForm, MemberUpdateForm
 from annotate.models import Coding, Invitation, Membership, Role, Study
-from annotate.services.members import email_configured, invitation_revoke, member_invite, member_remove, member_update
+from annotate.studies.forms import InviteForm, MemberUpdateForm
+from annotate.studies.members import email_configured, invitation_revoke, member_invite, member_remove, member_update
 
 
 def _context(study: Study, form: InviteForm, **extra) -> dict:

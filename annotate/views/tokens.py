@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import ApiToken
-from annotate.services.tokens import token_create, token_revoke
+from annotate.studies.tokens import token_create, token_revoke
 
 
 def _tokens(user):

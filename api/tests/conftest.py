@@ -12,7 +12,7 @@ def api():
 @pytest.fixture
 def as_user():
     """An APIClient authenticated with a fresh API token of `user` (the real token path)."""
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     def make(user) -> APIClient:
         _, key = token_create(user=user, name=f"test {user.username}")
@@ -26,7 +26,7 @@ def as_user():
 @pytest.fixture
 def coded(study, bob, alice, make_episode, codes):
     """Two episodes of alpha: one coded by Bob and Alice alike, one uncoded literature record."""
-    from annotate.services.studies import CodingValues, coding_save
+    from annotate.coding.services import CodingValues, coding_save
 
     ep = make_episode(study)
     values = CodingValues(
@@ -42,7 +42,7 @@ def coded(study, bob, alice, make_episode, codes):
 @pytest.fixture
 def charlies_rows(other_study, charlie, make_episode, codes):
     """A coded episode in Charlie's study that nobody else may ever see."""
-    from annotate.services.studies import CodingValues, coding_save
+    from annotate.coding.services import CodingValues, coding_save
 
     ep = make_episode(other_study, cluster="secret/repo", title="Charlie's secret incident")
     values = CodingValues(

@@ -117,7 +117,7 @@ def test_the_coding_representation_is_drfs_own_for_every_field(as_user, bob, ali
     field-by-field walk says, for full codings, 'not a failure', evidence offsets and trace attributions."""
     from rest_framework import serializers
 
-    from annotate.services.studies import CodingValues, coding_save
+    from annotate.coding.services import CodingValues, coding_save
     from api.serializers.core import CodingSerializer
 
     client = as_user(bob)

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotate.services.studies import CodingValues, coding_save
+from annotate.coding.services import CodingValues, coding_save
 
 
 @pytest.fixture

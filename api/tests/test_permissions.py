@@ -55,7 +55,7 @@ def test_it_answers_401_to_anonymous_writes(api, study, url, kind):
 
 
 def test_it_answers_401_to_a_revoked_or_made_up_token(api, bob, study):
-    from annotate.services.tokens import token_create, token_revoke
+    from annotate.studies.tokens import token_create, token_revoke
 
     token, key = token_create(user=bob, name="laptop")
     api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
@@ -144,7 +144,7 @@ def test_no_list_leaks_another_studys_rows(as_user, alice, study, coded, charlie
 
 
 def test_a_blind_study_shows_a_coder_only_the_codings_of_episodes_they_coded(as_user, bob, alice, study, coded, codes):
-    from annotate.services.studies import CodingValues, coding_save
+    from annotate.coding.services import CodingValues, coding_save
 
     ep, other = coded
     values = CodingValues(

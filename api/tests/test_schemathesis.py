@@ -34,7 +34,7 @@ def wsgi_app():
 
 @pytest.fixture
 def token(db, settings, alice, coded):
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     return token_create(user=alice, name="schemathesis")[1]
 

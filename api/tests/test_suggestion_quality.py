@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Suggestion, SuggestionStatus
-from annotate.services import CodingValues, coding_save
 
 
 def _suggest(ep, *, codes, model="m1", top="EXT-01", second="TUS-03", confidence=0.8, status="pending", **extra):

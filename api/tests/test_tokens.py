@@ -35,7 +35,7 @@ def test_a_nameless_token_is_refused(client, bob):
 
 
 def test_revoking_stops_the_token_at_once(client, bob, as_user, study):
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     token, key = token_create(user=bob, name="old")
     client.force_login(bob)
@@ -47,7 +47,7 @@ def test_revoking_stops_the_token_at_once(client, bob, as_user, study):
 
 
 def test_nobody_revokes_another_users_token(client, bob, charlie):
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     token, _ = token_create(user=bob, name="mine")
     client.force_login(charlie)

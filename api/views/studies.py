@@ -12,9 +12,9 @@ from rest_framework import generics, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from annotate.coding.services import CodingConflict, CodingValues, EpisodeFull, coding_save
 from annotate.filters import CodingFilter, DocumentFilter, EpisodeFilter
 from annotate.models import Coding, Document, Episode, Study
-from annotate.services.studies import CodingConflict, CodingValues, EpisodeFull, coding_save
 from api import selectors
 from api.permissions import StudyMember
 from api.serializers.core import (

@@ -87,7 +87,7 @@ def shot(page):
 @pytest.fixture
 def carol(study, django_user_model):
     """A third coder in the alpha study, for the two-coder browser tests."""
-    from annotate.services import membership_set
+    from annotate.studies.services import membership_set
     from conftest import PASSWORD
 
     user = django_user_model.objects.create_user(username="carol", password=PASSWORD)

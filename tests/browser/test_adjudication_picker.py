@@ -24,7 +24,7 @@ RANKING = "els => els.map(e => [e.dataset.code, (e.querySelector('.why') || {}).
 @pytest.fixture
 def disagreement(study, make_episode, codes, bob, carol):
     """bob and carol agree on stage and capability, not on type or source."""
-    from annotate.services.studies import CodingValues, coding_save
+    from annotate.coding.services import CodingValues, coding_save
 
     ep = make_episode(study, title="MCP client waits forever", body="The client hangs forever waiting for the server.")
     for coder, type_code, source in ((bob, "CTL-01", "llm"), (carol, "EXT-01", "tool_service")):

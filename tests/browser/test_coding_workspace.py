@@ -176,8 +176,8 @@ def test_a_stale_save_gets_the_conflict_message(page, live_server, login, shot, 
 
 
 def test_an_owner_adjudicates_a_disagreement(page, live_server, login, shot, study, alice, bob, carol, episodes, codes):
+    from annotate.coding.services import CodingValues, coding_save
     from annotate.models import Adjudication, EpisodeStatus
-    from annotate.services.studies import CodingValues, coding_save
 
     ep = episodes[1]
     readings = [(bob, "EXT-04", "tool_service", "rate limit"), (carol, "TUS-03", "agent_design", "no retry logic")]

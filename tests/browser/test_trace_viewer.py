@@ -38,8 +38,8 @@ def code_the_trace(page, type_code):
 def test_two_coders_attribute_a_trace_and_the_agreement_page_measures_it(
     browser, page, live_server, login, shot, study, alice, bob, carol, traces, codes
 ):
+    from annotate.coding.services import CodingValues, coding_save
     from annotate.models import Coding
-    from annotate.services.studies import CodingValues, coding_save
 
     ep = traces[0]
     n_steps = ep.document.meta["trace"]["steps"]

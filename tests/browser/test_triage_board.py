@@ -29,8 +29,8 @@ def test_an_on_call_engineer_triages_reported_incidents(
 
     # The suggestion queued at intake runs in the server, as it does without a broker.
     monkeypatch.setitem(app.conf, "task_always_eager", True)
-    from annotate.services.studies import CodingValues, coding_save
-    from annotate.services.tokens import token_create
+    from annotate.coding.services import CodingValues, coding_save
+    from annotate.studies.tokens import token_create
 
     _, key = token_create(user=bob, name="forwarder")
     loop = _report(

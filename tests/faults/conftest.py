@@ -336,7 +336,7 @@ def many_episodes(study, bodies: list[str]) -> list:
     """One GitHub-issue document and episode per body, as the make_episode fixture makes them, in four queries
     instead of three per episode: tests that need hundreds of episodes start sooner."""
     from annotate.models import Document, Episode
-    from annotate.services import queue_key_for
+    from annotate.studies.services import queue_key_for
 
     batch = uuid.uuid4().hex[:8]
     docs = Document.objects.bulk_create(

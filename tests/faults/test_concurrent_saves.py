@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding
-from annotate.services.studies import CodingValues, coding_save
 from tests.faults.conftest import app_env, csrf_of, logged_in
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

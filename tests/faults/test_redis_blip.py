@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 
 from annotate.models import Coding, Job, JobStatus, Membership, Role
-from annotate.services.tokens import token_create
+from annotate.studies.tokens import token_create
 from tests.faults.conftest import CSRF_RE, app_env, logged_in, many_episodes, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -57,7 +57,7 @@ def test_a_signed_in_body_over_the_upload_limit_is_refused_unread(client, alice,
 
 
 def test_a_token_client_over_the_limit_gets_json(alice, study):
-    from annotate.services.tokens import token_create
+    from annotate.studies.tokens import token_create
 
     key = token_create(user=alice, name="big")[1]
     size = (django_settings.FAULTLINE_MAX_REQUEST_MB + 1) * 1024 * 1024

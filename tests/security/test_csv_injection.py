@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
 
+from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Study
-from annotate.services.studies import CodingValues, coding_save
 
 # Each starts a formula (or, for tab and CR, splits a cell) in Excel, LibreOffice or Google Sheets.
 FORMULAS = [

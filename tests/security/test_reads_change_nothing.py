@@ -15,7 +15,7 @@ def test_opening_a_coding_page_claims_no_place(client, study, make_episode, bob,
 
 
 def test_an_owner_looking_does_not_take_a_place_from_the_last_coder(client, study, make_episode, alice, bob, codes):
-    from annotate.services.studies import CodingValues, coding_save
+    from annotate.coding.services import CodingValues, coding_save
 
     episode = make_episode(study)
     coding_save(
@@ -32,7 +32,7 @@ def test_an_owner_looking_does_not_take_a_place_from_the_last_coder(client, stud
 
 
 def test_the_first_touch_of_the_form_claims_the_place_by_post(client, study, make_episode, bob, django_user_model):
-    from annotate.services.studies import membership_set
+    from annotate.studies.services import membership_set
 
     episode = make_episode(study)
     url = f"/studies/alpha/episodes/{episode.pk}/claim/"

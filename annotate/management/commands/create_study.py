@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from annotate.services import study_create
+from annotate.studies.services import study_create
 from taxonomy.services import CodebookError, parse_codebook_label
 
 

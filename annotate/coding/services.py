@@ -1,12 +1,10 @@
-"""Writes for studies, memberships and codings (the coding save with optimistic locking)."""
+"""Writes for codings: the save with optimistic locking and room checks, its validators, delete, and the repair
+of a study's denormalised episode counts."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
-from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Count, OuterRef, Q, Value, When
@@ -15,56 +13,10 @@ from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from annotate.evidence import evidence_locate
-from annotate.jobs.registry import job_handler
-from annotate.models import Coding, Confidence, Episode, EpisodeStatus, Lease, Membership, Role, Study
-from annotate.selectors import count_per_outer_row
+from annotate.models import Coding, Confidence, Episode, EpisodeStatus, Lease, Study
 from annotate.services.disagreement import disagreement_mask, disagreement_refresh
-from taxonomy.models import Axis, AxisValue, Codebook, FailureType
-
-User = get_user_model()
-
-
-@transaction.atomic
-def study_create(
-    *,
-    slug: str,
-    name: str,
-    codebook: Codebook,
-    owner=None,
-    coders: list | tuple = (),
-    viewers: list | tuple = (),
-    description: str = "",
-) -> Study:
-    """Create a study with its members. The queue seed is fixed here so the order is reproducible."""
-    if Study.objects.filter(slug=slug).exists():
-        raise ValidationError({"slug": f"a study with slug '{slug}' already exists"})
-    study = Study(slug=slug, name=name, codebook=codebook, description=description)
-    study.full_clean(exclude=["codebook", "members", "label_coder"])
-    study.queue_seed = int.from_bytes(hashlib.sha256(slug.encode()).digest()[:6], "big")
-    study.save()
-    if owner is not None:
-        membership_set(study=study, user=owner, role=Role.OWNER)
-    for user in coders:
-        membership_set(study=study, user=user, role=Role.CODER)
-    for user in viewers:
-        membership_set(study=study, user=user, role=Role.VIEWER)
-    return study
-
-
-def membership_set(*, study: Study, user, role: str, adjudicator: bool = False) -> Membership:
-    """Add a member or change their role."""
-    if role not in Role.values:
-        raise ValidationError({"role": f"unknown role '{role}'"})
-    membership, _ = Membership.objects.update_or_create(
-        study=study, user=user, defaults={"role": role, "adjudicator": adjudicator}
-    )
-    return membership
-
-
-def queue_key_for(study: Study, episode_id: int) -> int:
-    """The episode's place in the study's random order: a stable hash of (seed, id)."""
-    digest = hashlib.blake2b(f"{study.queue_seed}:{episode_id}".encode(), digest_size=7).digest()
-    return int.from_bytes(digest, "big")
+from annotate.studies.selectors import count_per_outer_row
+from taxonomy.models import Axis, AxisValue, FailureType
 
 
 class CodingConflict(Exception):
@@ -509,12 +461,3 @@ def episodes_recount(*, study: Study) -> int:
     Episode.objects.bulk_update(stale, ["n_codings", "status"], batch_size=1000)
     disagreement_refresh(study_id=study.pk)
     return len(stale)
-
-
-@job_handler("recount")
-def job_recount(*, job, progress) -> dict[str, Any]:
-    """Job handler: repair a study's episode counters."""
-    progress(0, 1)
-    fixed = episodes_recount(study=job.study)
-    progress(1, 1)
-    return {"fixed": fixed}
