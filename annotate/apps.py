@@ -18,7 +18,7 @@ REGISTERING_MODULES = (
 
 
 def _search_index_ensure(sender, using="default", **kwargs) -> None:
-    from annotate.search import search_index_ensure
+    from annotate.documents.search import search_index_ensure
 
     search_index_ensure(using=using)
 

@@ -16,8 +16,8 @@ from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
+from annotate.documents.search import document_matches
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split
-from annotate.search import document_matches
 from annotate.visibility import Visibility
 from taxonomy.models import Axis, AxisValue, FailureType
 

@@ -22,8 +22,8 @@ from typing import IO, Any
 
 import orjson
 
+from annotate.documents.render import safe_link
 from annotate.models import DocumentKind
-from annotate.render import safe_link
 
 GITHUB_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
 LITERATURE_EXTENSIONS = {".bib", ".bibtex", ".ris", ".csv"}

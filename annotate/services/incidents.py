@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotate.documents.render import safe_link
 from annotate.importers import unstorable_at
 from annotate.models import (
     Artifact,
@@ -31,7 +32,6 @@ from annotate.models import (
     TriageEvent,
     TriageStatus,
 )
-from annotate.render import safe_link
 from annotate.services.traces import artifacts_link, steps_write, trace_steps_of_value
 from annotate.studies.services import queue_key_for
 from annotate.traces import TraceArtifact, trace_summary

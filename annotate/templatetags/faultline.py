@@ -1,6 +1,6 @@
 from django import template
 
-from annotate.render import render_markdown, safe_link
+from annotate.documents.render import render_markdown, safe_link
 
 register = template.Library()
 

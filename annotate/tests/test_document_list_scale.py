@@ -83,7 +83,7 @@ def test_it_stays_fast_and_flat_at_100000_documents(client, study, alice, django
 def test_the_coded_filter_finds_few_coded_documents_by_index(client, study, alice, require_postgres):
     """With 20 of 100,000 documents coded, "coded" must not read every episode (it was a parallel scan of the
     whole episode table, every study's): the partial index of coded episodes finds them."""
-    from annotate.document_selectors import DocumentFilters, documents_filtered
+    from annotate.documents.selectors import DocumentFilters, documents_filtered
 
     fill(study)
     with connection.cursor() as cursor:

@@ -71,7 +71,7 @@ def test_it_filters_by_kind_cluster_label_search_coding_and_split(client, import
 
 
 def test_the_count_stops_at_its_limit(client, imported, alice, monkeypatch):
-    from annotate import document_selectors
+    from annotate.documents import selectors as document_selectors
 
     client.force_login(alice)
     monkeypatch.setattr(document_selectors, "COUNT_LIMIT", 24)

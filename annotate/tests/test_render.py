@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from annotate.render import render_markdown
+from annotate.documents.render import render_markdown
 
 XSS = [
     "<script>alert(1)</script>",

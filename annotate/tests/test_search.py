@@ -12,10 +12,8 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from annotate import search
-from annotate.document_selectors import PAGE_SIZE
-from annotate.models import Document, Episode
-from annotate.search import (
+from annotate.documents import search
+from annotate.documents.search import (
     document_matches,
     document_search,
     search_after,
@@ -23,7 +21,9 @@ from annotate.search import (
     search_index_ensure,
     search_parse,
 )
-from annotate.search import search_snippets as snippets
+from annotate.documents.search import search_snippets as snippets
+from annotate.documents.selectors import PAGE_SIZE
+from annotate.models import Document, Episode
 
 CORPUS = {
     "t1": ("Search tool timeouts after 30 s", "The agent called the search tool and it timed out."),

@@ -17,14 +17,14 @@ HOSTILE = ["javascript:alert(document.domain)", " JavaScript:alert(1)", "data:te
 
 @pytest.mark.parametrize("url", HOSTILE)
 def test_it_drops_every_scheme_but_http_and_https(url):
-    from annotate.render import safe_link
+    from annotate.documents.render import safe_link
 
     assert safe_link(url) == ""
 
 
 @pytest.mark.parametrize("url", ["https://doi.org/10.1/x", "http://example.org/a?b=c", "HTTPS://EXAMPLE.ORG/"])
 def test_it_keeps_http_and_https_links(url):
-    from annotate.render import safe_link
+    from annotate.documents.render import safe_link
 
     assert safe_link(url) == url
 
@@ -97,7 +97,7 @@ def test_the_fast_path_for_plain_links_agrees_with_the_full_check():
     schemes in any case, hosts, ports, userinfo, brackets, whitespace and controls, non-ASCII."""
     import random
 
-    from annotate import render
+    from annotate.documents import render
 
     pieces = ["http", "https", "HTTP", "javascript", "data", "ftp", ":", "//", "/", "?", "#", "@", "[", "]",
               "::1", "github.com", "a", "-", ".", "x.y", ":80", ":", ":b", "%20", " ", "\t", "\n", "\x00", "\x7f",

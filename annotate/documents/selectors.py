@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils.safestring import SafeString
 
-from annotate import search
+from annotate.documents import search
+from annotate.documents.search import document_search, search_after, search_cursor, search_snippets, search_study
 from annotate.models import Document, DocumentKind, Episode, Split, Study
-from annotate.search import document_search, search_after, search_cursor, search_snippets, search_study
 
 PAGE_SIZE = 50
 COUNT_LIMIT = 1000  # the list counts its matches up to here, and shows "1,000+" beyond
