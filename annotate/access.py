@@ -11,8 +11,8 @@ from functools import wraps
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from annotate.coding.visibility import check_reports
 from annotate.models import Membership, Role
-from annotate.visibility import check_reports
 from lib.db.prepared import Prepared
 
 LEVELS = ("read", "write", "adjudicate", "owner")

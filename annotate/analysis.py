@@ -25,7 +25,7 @@ from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from annotate.attribution import attribution_document
-from annotate.labels import final_label_values, resolve_label
+from annotate.coding.labels import final_label_values, resolve_label
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
 from lib import stats
 from lib.db.plans import serial_plans

@@ -56,9 +56,9 @@ from annotate.analysis import (
     parse_params,
     unpack,
 )
+from annotate.coding.labels import FinalLabel
 from annotate.jobs.registry import job_handler
 from annotate.jobs.runner import DEFERRED, job_deferred_heartbeat
-from annotate.labels import FinalLabel
 from annotate.models import Job, JobStatus, Study
 from lib import stats
 

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from annotate.attribution import final_attribution
-from annotate.coding_selectors import codebook_picker
-from annotate.labels import resolve_label
+from annotate.coding.labels import resolve_label
+from annotate.coding.selectors import codebook_picker
 from annotate.models import Adjudication, Artifact, Coding, DocumentKind, Episode, Study, TraceStep
 from annotate.trace_selectors import evidence_state
 

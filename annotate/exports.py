@@ -31,7 +31,7 @@ from django.db.models import Func, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from annotate.labels import resolve_label
+from annotate.coding.labels import resolve_label
 from annotate.models import Adjudication, Coding, Episode, Study, Suggestion
 from lib.db.plans import SERIAL_PLANS
 from lib.db.prefetch import prefetched

@@ -16,9 +16,9 @@ from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
+from annotate.coding.visibility import Visibility
 from annotate.documents.search import document_matches
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split
-from annotate.visibility import Visibility
 from taxonomy.models import Axis, AxisValue, FailureType
 
 User = get_user_model()

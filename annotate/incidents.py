@@ -15,7 +15,7 @@ import numpy as np
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from annotate.labels import final_labels
+from annotate.coding.labels import final_labels
 from annotate.models import Coding, Document, DocumentKind, Episode, Study, Suggestion, TriageStatus
 from taxonomy.models import AxisValue, FailureType
 

@@ -42,7 +42,7 @@ import openai
 from django.conf import settings
 from django.core.cache import cache
 
-from annotate.evidence import quote_whole_words
+from annotate.coding.evidence import quote_whole_words
 from annotate.suggest_base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec
 
 log = logging.getLogger(__name__)

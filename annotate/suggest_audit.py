@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from django.apps import apps
 from django.db import connection, transaction
 
-from annotate.labels import final_labels
+from annotate.coding.labels import final_labels
 from annotate.models import Episode, Study, Suggestion, SuggestionBackend
 from annotate.services.suggestions import episodes_to_suggest, suggester_for, suggestions_make
 from annotate.suggest_base import codebook_spec, episode_text

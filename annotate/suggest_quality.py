@@ -23,7 +23,7 @@ from itertools import combinations
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
-from annotate.labels import final_labels
+from annotate.coding.labels import final_labels
 from annotate.models import Coding, Study, Suggestion, SuggestionStatus
 from annotate.suggest_base import AXES
 from taxonomy.models import AxisValue, FailureType

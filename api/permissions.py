@@ -7,8 +7,8 @@ from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
 
 from annotate.access import membership_for
+from annotate.coding.visibility import BLIND_REPORT, coding_visibility
 from annotate.models import Membership
-from annotate.visibility import BLIND_REPORT, coding_visibility
 
 SAFE = permissions.SAFE_METHODS
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.db.models import F, Prefetch, Q, QuerySet
 
+from annotate.coding.visibility import coding_visibility
 from annotate.models import (
     Artifact,
     Coding,
@@ -19,7 +20,6 @@ from annotate.models import (
     Study,
     TriageEvent,
 )
-from annotate.visibility import coding_visibility
 from taxonomy.models import Codebook, FailureType
 
 

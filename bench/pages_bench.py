@@ -135,7 +135,7 @@ def fill(study, n: int, coded: int, coders: tuple, *, first_id: int, seed: int =
         Episode.objects.bulk_create(episodes)
         Coding.objects.bulk_create(codings, batch_size=2000)
     # Bulk-created codings bypass the coding service: store the disagreement state as it would.
-    from annotate.services.disagreement import disagreement_refresh
+    from annotate.coding.disagreement import disagreement_refresh
 
     disagreement_refresh(study_id=study.pk)
 
@@ -293,8 +293,8 @@ def run(n: int, coded: int, requests: int, quick: bool) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
+    from annotate.coding.selectors import codebook_picker
     from annotate.coding.services import CodingValues
-    from annotate.coding_selectors import codebook_picker
     from annotate.models import Lease
     from annotate.studies.services import study_create
     from taxonomy.services import codebook_load, codebook_read_file

@@ -216,7 +216,7 @@ def code_episodes(study, coders, coded: int, disagreeing: int, seed: int) -> Non
 
 def _disagreement_backfill(cursor, study_id: int) -> None:
     """Bulk-created codings bypass the coding service: store the disagreement state as it would."""
-    from annotate.services.disagreement import disagreement_refresh
+    from annotate.coding.disagreement import disagreement_refresh
 
     disagreement_refresh(study_id=study_id)
 
@@ -244,8 +244,8 @@ PAGES = ("coding_get", "coding_post", "next", "adjudication_list", "document_sea
 
 
 def measure_pages(studies: dict, users: dict, requests: int) -> dict:
+    from annotate.coding.selectors import codebook_picker
     from annotate.coding.services import CodingValues
-    from annotate.coding_selectors import codebook_picker
     from annotate.models import Lease
 
     results = {}

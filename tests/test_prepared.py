@@ -189,8 +189,8 @@ def test_the_coding_pages_episode_lookup_is_its_querysets(client, study, other_s
     # The page's GET also reads whether the coder holds a live lease: none, a live one, an expired one.
     from datetime import timedelta
 
+    from annotate.coding.queue import live_lease_of
     from annotate.models import Lease
-    from annotate.services.queue import live_lease_of
 
     def orm_leased(pk, coder):
         found = orm(pk, coder)

@@ -12,8 +12,8 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
+from annotate.coding.selectors import codebook_picker
 from annotate.coding.services import CodingValues, coding_save
-from annotate.coding_selectors import codebook_picker
 from annotate.models import Artifact, Document, Job, Suggestion, TraceStep
 from annotate.studies.tokens import token_create
 

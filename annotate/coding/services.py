@@ -12,9 +12,9 @@ from django.db.models.lookups import GreaterThanOrEqual
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
-from annotate.evidence import evidence_locate
+from annotate.coding.disagreement import disagreement_mask, disagreement_refresh
+from annotate.coding.evidence import evidence_locate
 from annotate.models import Coding, Confidence, Episode, EpisodeStatus, Lease, Study
-from annotate.services.disagreement import disagreement_mask, disagreement_refresh
 from annotate.studies.selectors import count_per_outer_row
 from taxonomy.models import Axis, AxisValue, FailureType
 

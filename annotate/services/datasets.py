@@ -26,11 +26,13 @@ from django.db.models import QuerySet
 from simple_history.utils import bulk_create_with_history
 
 from annotate import exports
+from annotate.coding.disagreement import disagreement_refresh
+from annotate.coding.labels import resolve_label
 from annotate.coding.services import evidence_checked
+from annotate.coding.visibility import FULL, Visibility
 from annotate.filters import EpisodeFilter
 from annotate.importers import clean_json
 from annotate.jobs.registry import job_handler
-from annotate.labels import resolve_label
 from annotate.models import (
     Adjudication,
     Coding,
@@ -45,9 +47,7 @@ from annotate.models import (
     SuggestionBackend,
     SuggestionStatus,
 )
-from annotate.services.disagreement import disagreement_refresh
 from annotate.studies.services import queue_key_for, study_create
-from annotate.visibility import FULL, Visibility
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 EXPORT_DIR = "exports"

@@ -23,9 +23,9 @@ from django.db import transaction
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
+from annotate.coding.labels import final_labels
 from annotate.jobs.registry import job_handler
 from annotate.jobs.runner import job_checkpoint_save, job_start
-from annotate.labels import final_labels
 from annotate.models import (
     Adjudication,
     Coding,

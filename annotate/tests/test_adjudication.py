@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from annotate.coding.adjudication import AdjudicationValues, adjudication_save
+from annotate.coding.labels import LabelStatus, final_labels
 from annotate.coding.services import CodingValues, coding_save
-from annotate.labels import LabelStatus, final_labels
 from annotate.models import Adjudication, EpisodeStatus
-from annotate.services.adjudication import AdjudicationValues, adjudication_save
 
 
 @pytest.fixture
@@ -168,7 +168,7 @@ def test_use_these_codes_prefills_the_form(client, alice, cases):
 def test_the_list_costs_a_fixed_number_of_queries(
     client, alice, bob, study, make_episode, code, django_assert_num_queries, n
 ):
-    from annotate.coding_selectors import codebook_picker
+    from annotate.coding.selectors import codebook_picker
 
     for i in range(n):
         ep = make_episode(study)

@@ -341,7 +341,7 @@ def test_the_chunks_work_on_the_labels_the_job_read(paper):
 def test_labels_are_read_by_id_ranges_past_another_studys_episodes(study, other_study, codes, alice, bob, charlie):
     """Batches find their codings by a range of episode ids; the other study's episodes between them
     (coded too) change nothing."""
-    from annotate.labels import final_labels
+    from annotate.coding.labels import final_labels
 
     rows, others = paper_rows(), paper_rows(3, 4)
     for i in range(0, len(rows), 5):
@@ -408,7 +408,7 @@ def labels_one_by_one(study):
     from collections import Counter
 
     from annotate.analysis import KINDS
-    from annotate.labels import final_labels
+    from annotate.coding.labels import final_labels
     from annotate.models import Split
 
     excluded = {k: Counter() for k in KINDS}

@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.utils.html import escape
 
 from annotate.analysis import agreement_document
+from annotate.coding.adjudication import AdjudicationValues, adjudication_save
 from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding, Episode, LabelRule
-from annotate.services.adjudication import AdjudicationValues, adjudication_save
 
 WHO = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
 if not WHO.is_dir():

@@ -268,7 +268,7 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
     Episode.objects.bulk_create(Episode(document=d, study=study, queue_key=(i * 7919) % n) for i, d in enumerate(docs))
     for ep in Episode.objects.order_by("queue_key")[: n // 2]:
         coding_save(episode=ep, coder=alice, values=values_for("TUS-03", memo="m"), version=None)
-    from annotate.coding_selectors import codebook_picker
+    from annotate.coding.selectors import codebook_picker
 
     codebook_picker(study.codebook)  # a published codebook is cached per process after its first use
     client.force_login(bob)
@@ -296,7 +296,7 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
 
 
 def test_the_codebook_data_is_a_script_cached_per_codebook_version(client, bob, episode, charlie):
-    from annotate.coding_selectors import codebook_picker
+    from annotate.coding.selectors import codebook_picker
 
     picker = codebook_picker(episode.study.codebook)
     client.force_login(bob)

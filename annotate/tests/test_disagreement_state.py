@@ -9,11 +9,11 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from annotate.coding.adjudication import AdjudicationValues, adjudication_delete, adjudication_save
+from annotate.coding.disagreement import DISAGREEMENT_BITS, disagreement_refresh
+from annotate.coding.labels import disagreeing_axes
 from annotate.coding.services import CodingValues, coding_delete, coding_save, episodes_recount
-from annotate.labels import disagreeing_axes
 from annotate.models import Coding, Episode
-from annotate.services.adjudication import AdjudicationValues, adjudication_delete, adjudication_save
-from annotate.services.disagreement import DISAGREEMENT_BITS, disagreement_refresh
 
 
 def bits(*axes: str) -> int:
@@ -115,7 +115,7 @@ def test_the_adjudication_list_is_an_index_lookup(client, study, make_episode, v
         ep = make_episode(study)
         coding_save(episode=ep, coder=alice, values=values(), version=None)
         coding_save(episode=ep, coder=bob, values=values("EXT-04" if n == 29 else "TUS-03"), version=None)
-    from annotate.coding_selectors import disagreeing_episodes
+    from annotate.coding.selectors import disagreeing_episodes
 
     sql = str(disagreeing_episodes(study).query)
     assert "annotate_coding" not in sql and '"disagreement" > 0' in sql  # no per-episode comparison of codings

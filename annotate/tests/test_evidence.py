@@ -1,4 +1,4 @@
-from annotate.evidence import evidence_locate
+from annotate.coding.evidence import evidence_locate
 
 TEXT = "Intro.\n\nThe agent **looped** forever calling `search`.\n\n- step one\n- step two\n\nIt looped forever again."
 

@@ -10,8 +10,8 @@ import pytest
 from django.core import signing
 from django.urls import reverse
 
-from annotate.exposure import ExposureRow, exposure_arm, exposure_report
-from annotate.exposure_selectors import SALT
+from annotate.coding.experiment import SALT
+from annotate.coding.exposure import ExposureRow, exposure_arm, exposure_report
 from annotate.models import Adjudication, Coding, CodingExposure, Suggestion, SuggestionStatus
 from annotate.services.suggestions import suggestions_make
 from annotate.studies.services import membership_set

@@ -1,6 +1,6 @@
 from types import SimpleNamespace
 
-from annotate.labels import LabelStatus, Reason, disagreeing_axes, resolve_label
+from annotate.coding.labels import LabelStatus, Reason, disagreeing_axes, resolve_label
 
 
 def row(coder_id=1, ft=10, src=20, stage=30, cap=40, naf=False, nnt=False):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from annotate.coding.queue import lease_claim
 from annotate.models import Lease
-from annotate.services.queue import lease_claim
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_a_coder_sees_only_their_own_lease_and_no_release_button(client, bob, al
 
 
 def test_the_owner_releases_a_lease_and_the_episode_is_back_in_the_queue(client, alice, charlie, study, held):
-    from annotate.services.queue import episode_next
+    from annotate.coding.queue import episode_next
 
     study.coders_per_episode = 1
     study.save()

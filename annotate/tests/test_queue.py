@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from annotate.coding.queue import episode_next, lease_claim, lease_release
 from annotate.coding.services import CodingValues, EpisodeFull, coding_save
 from annotate.models import Coding, Episode, EpisodeStatus, Lease
-from annotate.services.queue import episode_next, lease_claim, lease_release
 from conftest import PASSWORD
 
 
@@ -138,7 +138,7 @@ def test_taking_a_new_episode_drops_the_coders_other_lease(study, bob, make_epis
 
 
 def test_the_window_falls_back_to_a_full_scan(study, bob, alice, make_episode, values, monkeypatch):
-    import annotate.services.queue as queue
+    import annotate.coding.queue as queue
 
     monkeypatch.setattr(queue, "WINDOWS", (1, 2))
     study.queue_order = "import"
@@ -154,7 +154,7 @@ def test_the_window_falls_back_to_a_full_scan(study, bob, alice, make_episode, v
 def test_the_small_window_widens_before_a_full_scan(
     study, bob, make_episode, values, monkeypatch, django_assert_max_num_queries
 ):
-    import annotate.services.queue as queue
+    import annotate.coding.queue as queue
 
     monkeypatch.setattr(queue, "WINDOWS", (2, 4))
     scans = []

@@ -111,7 +111,7 @@ def test_the_adjudication_form_and_the_coding_page_share_one_type_picker(client,
     for response in (adjudicate, coding):
         names = {t.name for t in response.templates}
         assert {"annotate/partials/_type_picker.html", "annotate/partials/_type_picker_scripts.html"} <= names
-    from annotate.coding_selectors import codebook_picker
+    from annotate.coding.selectors import codebook_picker
 
     picker = codebook_picker(episode.study.codebook)
     trio = [f"/codebooks/{picker.codebook_id}/coding-{picker.stamp}.js", "/static/js/type_rank.js",

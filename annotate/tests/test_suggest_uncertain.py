@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from annotate.coding.queue import episode_next
 from annotate.models import QueueOrder, Suggestion
-from annotate.services.queue import episode_next
 from conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -88,7 +88,7 @@ def test_the_uncertain_order_serves_the_least_confident_suggestion_first(study, 
         ep = episode_next(study=study, coder=bob, skipped=skipped)
         served.append(ep.pk)
         skipped.add(ep.pk)
-        from annotate.services.queue import lease_release
+        from annotate.coding.queue import lease_release
 
         lease_release(episode=ep, coder=bob)
     assert served == [unsure.pk, middling.pk, sure.pk, unsuggested.pk]

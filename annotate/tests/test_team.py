@@ -228,9 +228,9 @@ def test_the_owner_changes_a_role_and_the_adjudicator_duty(client, alice, bob, s
 def test_a_removed_coder_keeps_their_codings_attributed_and_loses_access(
     client, alice, bob, study, make_episode, codes
 ):
+    from annotate.coding.queue import lease_claim
     from annotate.coding.services import CodingValues, coding_save
     from annotate.models import Coding, Lease
-    from annotate.services.queue import lease_claim
 
     ep, other = make_episode(study), make_episode(study)
     values = CodingValues(

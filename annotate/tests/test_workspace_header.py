@@ -80,13 +80,13 @@ def test_the_shortcut_sheet_lists_accept_and_confidence_keys(client, bob, three)
     ],
 )
 def test_quotes_are_widened_to_whole_words(text, quote, expected):
-    from annotate.evidence import quote_whole_words
+    from annotate.coding.evidence import quote_whole_words
 
     assert quote_whole_words(text, quote) == expected
 
 
 def test_a_long_quote_is_cut_at_a_word_boundary():
-    from annotate.evidence import quote_whole_words
+    from annotate.coding.evidence import quote_whole_words
 
     assert quote_whole_words("alpha beta gamma", "alpha beta gamma", limit=12) == "alpha beta"
 

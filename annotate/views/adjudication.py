@@ -10,8 +10,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotate.access import study_view
-from annotate.coding_forms import AdjudicationForm
-from annotate.coding_selectors import (
+from annotate.coding.adjudication import adjudication_save
+from annotate.coding.forms import AdjudicationForm
+from annotate.coding.labels import disagreeing_axes
+from annotate.coding.selectors import (
     AXIS_LABELS,
     DISAGREEMENT_AXES,
     Picker,
@@ -22,12 +24,10 @@ from annotate.coding_selectors import (
     episode_codings,
     side_by_side,
 )
-from annotate.labels import disagreeing_axes
+from annotate.coding.visibility import coding_visibility
 from annotate.models import Adjudication, Study
-from annotate.services.adjudication import adjudication_save
 from annotate.trace_selectors import has_steps, trace_summary_of, trace_window
 from annotate.views.coding import DISPLAY_LIMIT, axis_groups, episode_text, study_episode
-from annotate.visibility import coding_visibility
 
 PAGE = 25
 

@@ -31,7 +31,7 @@ from annotate.analysis import (
     parse_params,
 )
 from annotate.analysis_tasks import over_threshold
-from annotate.coding_selectors import codebook_picker
+from annotate.coding.selectors import codebook_picker
 from annotate.figures import AXIS_NAMES, confusion_rows
 from annotate.jobs.runner import job_start
 from annotate.models import Episode, Job, Study

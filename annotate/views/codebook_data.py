@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
-from annotate.coding_selectors import codebook_picker
+from annotate.coding.selectors import codebook_picker
 from taxonomy.models import Codebook
 
 YEAR_S = 365 * 24 * 3600

@@ -16,16 +16,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from annotate.access import study_view
+from annotate.coding.experiment import exposure_offer, exposure_record, suggestions_wait_for_choice
+from annotate.coding.forms import CodingForm
+from annotate.coding.queue import lease_claim, lease_room, live_lease_of
+from annotate.coding.selectors import Picker, codebook_picker, episode_codings
 from annotate.coding.services import CodingConflict, EpisodeFull, coding_save
-from annotate.coding_forms import CodingForm
-from annotate.coding_selectors import Picker, codebook_picker, episode_codings
-from annotate.exposure_selectors import exposure_offer, suggestions_wait_for_choice
+from annotate.coding.visibility import coding_visibility
 from annotate.models import Coding, Confidence, Episode, Study
-from annotate.services.exposure import exposure_record
-from annotate.services.queue import lease_claim, lease_room, live_lease_of
 from annotate.trace_selectors import trace_summary_of, trace_window
 from annotate.views.queue import next_url
-from annotate.visibility import coding_visibility
 from lib.db.prepared import MAX_ID, Prepared
 
 # Rendering a multi-megabyte pasted log would stall the page; the coder gets the

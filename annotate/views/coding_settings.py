@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from annotate.access import study_view
-from annotate.coding_forms import CodingSettingsForm
+from annotate.coding.forms import CodingSettingsForm
 from annotate.models import Study
 from annotate.studies.coding_settings import study_coding_settings_update
 

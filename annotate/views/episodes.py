@@ -8,11 +8,11 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotate.access import study_view
-from annotate.coding_selectors import codebook_picker, episode_codings, episode_history, live_leases
+from annotate.coding.selectors import codebook_picker, episode_codings, episode_history, live_leases
+from annotate.coding.visibility import coding_visibility
 from annotate.models import Adjudication, Role, Study
 from annotate.trace_selectors import has_steps, trace_window
 from annotate.views.coding import DISPLAY_LIMIT, episode_text, study_episode
-from annotate.visibility import coding_visibility
 
 
 @require_GET

@@ -13,9 +13,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotate.access import study_view
+from annotate.coding.forms import CodingForm
+from annotate.coding.selectors import codebook_picker
 from annotate.coding.services import CodingConflict, EpisodeFull, coding_save
-from annotate.coding_forms import CodingForm
-from annotate.coding_selectors import codebook_picker
 from annotate.incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from annotate.services.incidents import SEVERITIES, incident_move

@@ -5,9 +5,9 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from annotate.access import membership_for, study_view
+from annotate.coding.visibility import coding_visibility
 from annotate.models import Job, Study
 from annotate.studies.selectors import study_jobs
-from annotate.visibility import coding_visibility
 
 
 @require_GET

@@ -11,9 +11,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from annotate.access import study_view
-from annotate.coding_selectors import coded_since, coder_queue_left, study_progress
+from annotate.coding.queue import episode_next, lease_end, lease_held, lease_release
+from annotate.coding.selectors import coded_since, coder_queue_left, study_progress
 from annotate.models import Episode, Lease, Study
-from annotate.services.queue import episode_next, lease_end, lease_held, lease_release
 
 # Skipped episodes are remembered per study in the session, so "next" does not
 # hand the same one straight back; they come round again once nothing else is left.

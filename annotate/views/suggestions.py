@@ -11,7 +11,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotate.access import study_view
-from annotate.exposure_selectors import exposure_offer, study_exposure_report, suggestions_wait_for_choice
+from annotate.coding.experiment import exposure_offer, study_exposure_report, suggestions_wait_for_choice
+from annotate.coding.visibility import coding_visibility
 from annotate.models import Coding, Episode, Study, Suggestion
 from annotate.services.suggestions import (
     default_backend,
@@ -23,7 +24,6 @@ from annotate.services.suggestions import (
 from annotate.suggest_base import codebook_spec
 from annotate.suggest_quality import suggestion_quality
 from annotate.suggestion_selectors import latest_audits
-from annotate.visibility import coding_visibility
 
 
 def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:

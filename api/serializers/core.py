@@ -10,7 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotate.coding_selectors import codebook_picker
+from annotate.coding.selectors import codebook_picker
 from annotate.models import Coding, Confidence, Document, Episode, Job, Study, Suggestion
 from lib.db.prepared import MAX_ID, Prepared
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType

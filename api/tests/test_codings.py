@@ -87,7 +87,7 @@ def test_a_save_costs_a_fixed_number_of_queries(as_user, bob, study, make_episod
 
     from django.utils import timezone
 
-    from annotate.coding_selectors import codebook_picker
+    from annotate.coding.selectors import codebook_picker
     from annotate.models import Lease
 
     first, second = make_episode(study), make_episode(study)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from annotate.coding.adjudication import AdjudicationValues, adjudication_save
+from annotate.coding.queue import lease_claim
 from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding, Episode, Lease
-from annotate.services.adjudication import AdjudicationValues, adjudication_save
-from annotate.services.queue import lease_claim
 from annotate.studies.services import membership_set
 
 BODY = "The agent called the search tool 40 times with the same query and never stopped."

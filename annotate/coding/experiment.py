@@ -1,19 +1,23 @@
-"""Reads for the exposure experiment: the arm a coding page offers, and the report's rows.
+"""The exposure experiment on the database: the arm a coding page offers, the report's rows, and the one
+write, `exposure_record`, which a coder's first save makes.
 
 The arm and the page-open time travel in a signed value (django.core.signing) that
 the coding form posts back, so opening a page writes nothing and the time to save
-is measured on the server's clock; annotate.services.exposure records it on save.
+is measured on the server's clock; `exposure_record` records it on save.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
 from dataclasses import dataclass
 
 from django.core import signing
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from annotate.exposure import ExposureReport, ExposureRow, exposure_arm, exposure_report
-from annotate.labels import final_labels
+from annotate.coding.exposure import ExposureReport, ExposureRow, exposure_arm, exposure_report
+from annotate.coding.labels import final_labels
 from annotate.models import Coding, CodingExposure, Episode, Study, SuggestionStatus
 from taxonomy.models import FailureType
 
@@ -102,3 +106,34 @@ def exposure_rows(study: Study) -> list[ExposureRow]:
 
 def study_exposure_report(study: Study) -> ExposureReport:
     return exposure_report(exposure_rows(study), seed=study.queue_seed)
+
+
+# A page open longer than this is not a measurement of coding time (a tab left overnight).
+MAX_OPEN_S = 4 * 3600
+
+
+def exposure_record(*, study: Study, episode: Episode, coder, token: str) -> CodingExposure | None:
+    """Record the arm and times of a coder's first save of an episode, once; None if there is nothing to record.
+
+    The arm comes from the page's signed value, so it is the arm the coder actually
+    saw. A missing or forged value records nothing (the pair is left out of the
+    experiment rather than guessed); an open time in the future or too long ago
+    keeps the arm but not the time.
+    """
+    if not study.exposure_experiment or not token:
+        return None
+    read = exposure_token_read(token, episode_id=episode.pk, coder_id=coder.pk)
+    if read is None:
+        return None
+    arm, opened = read
+    now = timezone.now()
+    opened_at = datetime.datetime.fromtimestamp(opened, tz=datetime.UTC)
+    if not 0 <= (now - opened_at).total_seconds() <= MAX_OPEN_S:
+        opened_at = None
+    try:
+        with transaction.atomic():
+            return CodingExposure.objects.create(
+                episode=episode, coder=coder, arm=arm, opened_at=opened_at, saved_at=now
+            )
+    except IntegrityError:
+        return None  # not the first save: the first one is the measurement

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from annotate.coding.disagreement import disagreement_mask
 from annotate.coding.services import CodingValues, attribution_validate, coding_values_validate
 from annotate.models import Adjudication, Coding, Episode, EpisodeStatus
-from annotate.services.disagreement import disagreement_mask
 from taxonomy.models import AxisValue, FailureType
 
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from annotate.labels import disagreeing_axes, resolve_label
+from annotate.coding.labels import disagreeing_axes, resolve_label
 from annotate.models import Adjudication, Coding, Episode, EpisodeStatus, Lease, Membership, Role, Study
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
@@ -278,7 +278,7 @@ def disagreeing_episodes(
     bits (services/disagreement.py), and a partial index holds only the episodes
     that disagree, so a page costs the same however many agreeing episodes there are.
     """
-    from annotate.services.disagreement import DISAGREEMENT_BITS
+    from annotate.coding.disagreement import DISAGREEMENT_BITS
 
     status = EpisodeStatus.ADJUDICATED if adjudicated else EpisodeStatus.CODED
     episodes = Episode.objects.filter(study=study, status=status, disagreement__gt=0)

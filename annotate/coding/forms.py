@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django import forms
 
+from annotate.coding.adjudication import AdjudicationValues
+from annotate.coding.evidence import MAX_QUOTE, evidence_locate
+from annotate.coding.selectors import Picker
 from annotate.coding.services import CodingValues, coding_values_validate
-from annotate.coding_selectors import Picker
-from annotate.evidence import MAX_QUOTE, evidence_locate
 from annotate.models import Confidence, Episode, QueueOrder, Split, Suggestion
-from annotate.services.adjudication import AdjudicationValues
 from annotate.studies.coding_settings import MAX_CODERS_PER_EPISODE
 from taxonomy.models import Axis
 
