@@ -11,7 +11,7 @@ REGISTERING_MODULES = (
     "annotate.analysis_tasks",
     "annotate.coding.handlers",
     "annotate.services.suggestions",
-    "annotate.services.imports",
+    "annotate.imports.handlers",
     "annotate.services.traces",
     "annotate.services.datasets",
 )

@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from annotate.coding.services import CodingValues, coding_save
+from annotate.imports.services import import_file
 from annotate.models import Adjudication, DocumentKind, Episode, EpisodeStatus, Split, Study
-from annotate.services.imports import import_file
 from annotate.studies.services import study_create
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from annotate.importers import ImportFileError, Record, clean_json, clean_text
+from annotate.imports.parsed import ImportFileError, Record, clean_json, clean_text
 from annotate.models import DocumentKind, StepKind, StepStatus
 
 FORMATS = ("otlp", "openinference", "whowhen", "mast")

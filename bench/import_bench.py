@@ -147,8 +147,8 @@ def child(args: argparse.Namespace) -> None:
     else:
         call_command("migrate", verbosity=0)
     try:
+        from annotate.imports.services import import_file
         from annotate.models import Document, Episode
-        from annotate.services.imports import import_file
         from annotate.studies.services import study_create
         from taxonomy.services import codebook_load, codebook_read_file
 

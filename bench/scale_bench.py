@@ -148,9 +148,9 @@ def child_import(slug: str, path: str) -> None:
     django.setup()
     from django.conf import settings
 
+    from annotate.imports.uploads import UPLOAD_DIR
     from annotate.jobs.runner import job_run
     from annotate.models import Job, JobStatus, Study
-    from annotate.services.imports import UPLOAD_DIR
 
     study = Study.objects.get(slug=slug)
     study.suggest_on_import = False  # suggestions are their own job, not part of the import

@@ -33,7 +33,8 @@ import django  # noqa: E402
 
 django.setup()
 
-from annotate.importers import Record, Skip, github_record, iter_csv  # noqa: E402
+from annotate.imports.parsed import Record, Skip  # noqa: E402
+from annotate.imports.parsers import github_record, iter_csv  # noqa: E402
 
 SAMPLES = ROOT / "fixtures" / "samples"
 SHARED_GOLD = Path("/work/shared/samples/gold_labels.json")

@@ -12,9 +12,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotate.importers import ImportFileError, iter_file
+from annotate.imports.parsed import ImportFileError
+from annotate.imports.parsers import iter_file
+from annotate.imports.services import import_file
+from annotate.imports.uploads import import_upload_start
 from annotate.models import Document
-from annotate.services.imports import import_file, import_upload_start
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

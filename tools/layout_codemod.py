@@ -76,11 +76,13 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
         ("annotate.coding_forms", "annotate.coding.forms"),
     ],
     "imports": [
-        ("annotate.importers", ["annotate.imports.parsers", "annotate.imports._formats"]),
+        ("annotate.importers", ["annotate.imports.parsers", "annotate.imports.parsed", "annotate.imports._issues",
+                                "annotate.imports._literature"]),
         ("annotate.github", "annotate.imports.github"),
         ("annotate.services.imports", ["annotate.imports.records", "annotate.imports.services",
                                        "annotate.imports._spool", "annotate.imports._threads",
-                                       "annotate.imports.uploads", "annotate.imports.handlers", "lib.db.copy"]),
+                                       "annotate.imports.uploads", "annotate.imports.handlers", "lib.db.copy",
+                                       "annotate.imports.parsers", "annotate.imports.parsed"]),
         ("annotate.management.importing", "annotate.imports.cli"),
     ],
     "traces": [
@@ -157,27 +159,32 @@ def py_files() -> list[Path]:
     return [f for f in out if f.resolve() != Path(__file__).resolve()]  # its own map names the old modules
 
 
-_DEFINED: dict[str, set[str]] = {}
+_DEFINED: dict[str, tuple[set[str], set[str]]] = {}
 
 
-def defined(module: str) -> set[str]:
-    """Top-level names a module defines (functions, classes, assignments, and what it imports by name)."""
+def _names(module: str) -> tuple[set[str], set[str]]:
+    """What a module defines at top level (functions, classes, assignments), and what it imports by name."""
     if module not in _DEFINED:
-        names: set[str] = set()
+        own: set[str] = set()
+        imported: set[str] = set()
         path = module_path(module)
         tree = ast.parse(path.read_text()) if path.exists() else ast.Module(body=[], type_ignores=[])
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
+                own.add(node.name)
             elif isinstance(node, ast.Assign):
-                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+                own |= {t.id for t in node.targets if isinstance(t, ast.Name)}
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                names.add(node.target.id)
-            elif isinstance(node, ast.ImportFrom) and module_path(module).name == "__init__.py":
-                names |= {a.asname or a.name for a in node.names}
-        # Names defined first come from definitions, not re-imports: prefer a module that defines it itself.
-        _DEFINED[module] = names
+                own.add(node.target.id)
+            elif isinstance(node, ast.ImportFrom):
+                imported |= {a.asname or a.name for a in node.names}
+        _DEFINED[module] = (own, imported)
     return _DEFINED[module]
+
+
+def defined(module: str) -> set[str]:
+    own, imported = _names(module)
+    return own | imported
 
 
 def _is_module(module: str) -> bool:
@@ -189,7 +196,10 @@ class Unresolved(Exception):
 
 
 def target_for(old: str, name: str | None) -> str:
-    """Where `name` of old module `old` lives now (the module itself when name is None)."""
+    """Where `name` of old module `old` lives now (the module itself when name is None).
+
+    Of the split targets, the module that defines the name, unless that one is private and a public module
+    re-exports the name (parsers.py for the formats it dispatches to)."""
     new = MAP[old]
     if isinstance(new, str):
         return new
@@ -198,18 +208,19 @@ def target_for(old: str, name: str | None) -> str:
         return facades[0]  # a package that re-exports the old module's public names (lib.stats)
     if name is None:
         raise Unresolved(f"{old} was split into {new}: import the names from their new modules")
-    for candidate in new:
-        if name in defined(candidate) and not _reexport_only(candidate, name):
+    public = [m for m in new if not m.rpartition(".")[2].startswith("_")]
+    definers = [m for m in new if name in _names(m)[0] and module_path(m).name != "__init__.py"]
+    if definers and definers[0] in public:
+        return definers[0]
+    for candidate in public:  # a private module's name, re-exported by a public one
+        if name in _names(candidate)[1] and module_path(candidate).name != "__init__.py":
             return candidate
-    for candidate in new:
+    if definers:
+        return definers[0]
+    for candidate in facades:
         if name in defined(candidate):
             return candidate
     raise Unresolved(f"{old}.{name}: no module of {new} defines it")
-
-
-def _reexport_only(module: str, name: str) -> bool:
-    """A package __init__ that only re-exports the name: prefer the module that defines it."""
-    return module_path(module).name == "__init__.py"
 
 
 def split_module(dotted: str) -> tuple[str, str] | None:
@@ -361,9 +372,8 @@ def rewrite_file(path: Path, *, absolutize: bool) -> tuple[bool, list[str]]:
         indent = first[: node.col_offset]
         span = lines[node.lineno - 1 : node.end_lineno]
         comments = [c for line in span for c in re.findall(r"#.*$", line.rstrip("\n"))]
-        text = "".join(f"{indent}{line}\n" for line in new)
-        if comments:
-            text = text[:-1] + "  " + " ".join(comments) + "\n"
+        note = "  " + " ".join(comments) if comments else ""
+        text = "".join(f"{indent}{line}{note}\n" for line in new)
         tail = lines[node.end_lineno - 1][node.end_col_offset :]
         if tail.strip() and not tail.strip().startswith("#"):
             problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: code after the import; rewrite by hand")

@@ -2,7 +2,8 @@
 
     python tools/split_module.py SPEC.json
 
-SPEC: {"source": "taxonomy/stats.py", "header_end": 44, "modules": {"lib/stats/designs.py": [[45, 265]], ...}}
+SPEC: {"source": "taxonomy/stats.py", "header_end": 44, "modules": {"lib/stats/designs.py": [[45, 265]], ...},
+       "docstrings": {path: text}, "copy_consts": ["log"], "drop_consts": ["__all__"]}
 
 Each new module gets the source's header imports and its own ranges. Top-level names a module uses but
 another one defines are imported from their new home; a header constant goes to the one module that uses
@@ -57,7 +58,12 @@ def main(spec_path: str) -> int:
         if isinstance(n, (ast.Import, ast.ImportFrom))
         and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")
     )
-    consts = [n for n in header_tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))]
+    drop, copy = set(spec.get("drop_consts", ())), set(spec.get("copy_consts", ()))
+    consts = [
+        n
+        for n in header_tree.body
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and not top_names(ast.Module(body=[n], type_ignores=[])) & drop
+    ]
     bodies: dict[str, str] = {}
     for path, ranges in spec["modules"].items():
         bodies[path] = "".join("".join(lines[a - 1 : b]) for a, b in ranges)
@@ -69,7 +75,14 @@ def main(spec_path: str) -> int:
         const_home[id(c)] = users[0] if users else next(iter(bodies))
     const_text = dict.fromkeys(bodies, "")
     for c in consts:
-        const_text[const_home[id(c)]] += "".join(lines[c.lineno - 1 : c.end_lineno])
+        text = "".join(lines[c.lineno - 1 : c.end_lineno])
+        names = top_names(ast.Module(body=[c], type_ignores=[]))
+        if names & copy:  # e.g. a module logger: every module that uses it gets its own
+            for p, body in bodies.items():
+                if names & used_names(body):
+                    const_text[p] += text
+        else:
+            const_text[const_home[id(c)]] += text
     full = {p: const_text[p] + ("\n\n" if const_text[p] else "") + bodies[p] for p in bodies}
     defines = {p: top_names(ast.parse(text)) for p, text in full.items()}
     for path, text in full.items():

@@ -31,7 +31,7 @@ from annotate.coding.labels import resolve_label
 from annotate.coding.services import evidence_checked
 from annotate.coding.visibility import FULL, Visibility
 from annotate.filters import EpisodeFilter
-from annotate.importers import clean_json
+from annotate.imports.parsed import clean_json
 from annotate.jobs.registry import job_handler
 from annotate.models import (
     Adjudication,

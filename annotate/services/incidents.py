@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotate.documents.render import safe_link
-from annotate.importers import unstorable_at
+from annotate.imports.parsed import unstorable_at
 from annotate.models import (
     Artifact,
     Document,

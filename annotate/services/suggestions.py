@@ -24,6 +24,7 @@ from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
 from annotate.coding.labels import final_labels
+from annotate.imports.hooks import on_imported
 from annotate.jobs.registry import job_handler
 from annotate.jobs.runner import job_checkpoint_save, job_start
 from annotate.models import (
@@ -550,3 +551,15 @@ def job_retrain(*, job: Job, progress) -> dict[str, Any]:
     row = local_model_train(study=job.study, job=job)
     progress(1, 1)
     return {"local_model": row.pk, "n_train": row.n_train, "trained_at": row.trained_at.isoformat()}
+
+
+@on_imported
+def suggestions_after_import(*, job) -> dict[str, Any]:
+    """After an import that created episodes: queue suggestions for the new ones, if the study asks for it."""
+    if not job.study.suggest_on_import:
+        return {}
+    try:
+        return {"suggestion_job": suggestion_batch_start(study=job.study, user=job.created_by).pk}
+    except Exception:  # a missing key or a broker hiccup must not undo a finished import
+        log.warning("could not queue suggestions after import job %s", job.pk, exc_info=True)
+        return {"suggestion_job": None}

@@ -16,18 +16,13 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 
-from annotate.importers import ImportFileError
+from annotate.imports.parsed import ImportFileError
+from annotate.imports.records import ImportResult, import_records, record_hash
+from annotate.imports.uploads import upload_store
 from annotate.jobs.registry import job_handler
 from annotate.models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
-from annotate.services.imports import (
-    ImportResult,
-    _RawWriter,
-    column_by_id_update,
-    import_records,
-    record_hash,
-    upload_store,
-)
 from annotate.traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
+from lib.db.copy import RawWriter, column_by_id_update
 from lib.db.prefetch import prefetched
 
 ProgressFn = Callable[[int, int], None]
@@ -36,15 +31,15 @@ MAX_TRACE_ARTIFACTS = 200
 UPLOAD_DIR = "imports"
 
 
-# TraceStep's columns in the order _RawWriter inserts them (checked against the model in _step_writer).
+# TraceStep's columns in the order RawWriter inserts them (checked against the model in _step_writer).
 STEP_COLUMNS = [
     "document_id", "index", "parent_index", "depth", "span_id", "agent", "kind", "name", "input", "output",
     "started_at", "ended_at", "status", "error", "paired_index", "ran",
 ]  # fmt: skip
 
 
-def _step_writer() -> _RawWriter:
-    writer = _RawWriter(TraceStep, {})
+def _step_writer() -> RawWriter:
+    writer = RawWriter(TraceStep, {})
     if writer.names != STEP_COLUMNS:  # a field added to TraceStep must be added here too
         raise RuntimeError(f"TraceStep columns {writer.names} differ from STEP_COLUMNS")
     return writer

@@ -9,8 +9,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from annotate.coding.services import CodingValues, coding_save
+from annotate.imports.services import import_file
 from annotate.models import Document, Episode, Job
-from annotate.services.imports import import_file
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 

@@ -5,9 +5,9 @@ import time
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.github import GitHubClient, GitHubError, parse_links
+from annotate.imports.github import GitHubClient, GitHubError, parse_links
+from annotate.imports.services import import_github_repo
 from annotate.models import Document, Episode
-from annotate.services.imports import import_github_repo
 from annotate.tests.github_server import FakeGitHub, issue
 
 REPO = "acme-agents/taskpilot"

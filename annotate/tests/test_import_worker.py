@@ -8,8 +8,8 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from annotate.imports.uploads import import_upload_start
 from annotate.models import Document, Episode, JobStatus
-from annotate.services.imports import import_upload_start
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 

@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from annotate.imports.services import import_file
 from annotate.models import Document
-from annotate.services.imports import import_file
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 

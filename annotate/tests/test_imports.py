@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from annotate.coding.services import CodingValues, coding_save
-from annotate.importers import ImportFileError
+from annotate.imports.parsed import ImportFileError
+from annotate.imports.services import import_file
 from annotate.models import Coding, Document, Episode
-from annotate.services.imports import import_file
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
 BAD = SAMPLES / "bad"
@@ -240,7 +240,7 @@ def _record_hash_as_first_written(record):
     """record_hash as it was first written (the stored content hashes were made with it)."""
     import hashlib
 
-    from annotate.services.imports import HASH_IGNORED_META
+    from annotate.imports.records import HASH_IGNORED_META
 
     meta = {k: v for k, v in record.meta.items() if k not in HASH_IGNORED_META}
     payload = json.dumps(
@@ -256,8 +256,8 @@ def _record_hash_as_first_written(record):
 def test_the_content_hash_is_the_one_stored_by_earlier_imports():
     from datetime import UTC, datetime
 
-    from annotate.importers import Record
-    from annotate.services.imports import record_hash
+    from annotate.imports.parsed import Record
+    from annotate.imports.records import record_hash
 
     bodies = ["", "plain", 'quotes " and \\ back', "tabs\tand\nnewlines\r\x00\x01\x1f\x7f", "ünïcödé ✓ 🙂 \u2028",
               "a lone \ud800 surrogate", "x" * 100_000]  # fmt: skip
@@ -290,8 +290,8 @@ _META_VALUES = st.one_of(
 def test_the_fast_content_hash_writes_the_bytes_of_the_first(meta, texts, labels):
     """record_hash takes orjson for plain records (text, whole numbers, booleans) and json.dumps for the rest:
     both give the hash the stored documents carry, whatever the keys' order and characters."""
-    from annotate.importers import Record
-    from annotate.services.imports import record_hash
+    from annotate.imports.parsed import Record
+    from annotate.imports.records import record_hash
 
     url, cluster, title, body = texts
     record = Record("github_issue", "x/y#1", cluster, title, body, url, labels, meta, {})
@@ -299,8 +299,8 @@ def test_the_fast_content_hash_writes_the_bytes_of_the_first(meta, texts, labels
 
 
 def test_the_fast_content_hash_covers_the_usual_issue():
-    from annotate.importers import github_record
-    from annotate.services.imports import record_hash
+    from annotate.imports.parsers import github_record
+    from annotate.imports.records import record_hash
 
     items = json.loads((SAMPLES / "github_issues.json").read_text())
     records = [github_record(item, n, include_prs=True) for n, item in enumerate(items, 1)]
@@ -343,7 +343,7 @@ def test_new_episodes_have_their_place_in_the_random_order(study):
 def test_prefetched_yields_every_item_then_the_producers_error_and_stops_early():
     import threading
 
-    from annotate.services.imports import prefetched
+    from lib.db.prefetch import prefetched
 
     assert list(prefetched(iter(range(1234)), chunk=100)) == list(range(1234))
 
@@ -387,7 +387,7 @@ def test_prefetched_closes_its_source_in_the_producers_thread():
 
 
 def test_an_import_into_an_empty_study_never_looks_for_existing_documents(study, tmp_path, monkeypatch):
-    from annotate.services import imports
+    from annotate.imports import records as imports
 
     lookups = []
     real = imports._existing
@@ -409,7 +409,7 @@ FIELDS = ["kind", "external_id", "cluster", "title", "body", "url", "labels", "m
 def test_the_spooled_import_stores_exactly_what_the_direct_one_does(study, other_study, tmp_path, name):
     """A job reads its file once into a spool and writes from it: every field, hash and count must come out
     as from the file itself, including what orjson cannot write (an integer over 64 bits)."""
-    from annotate.services.imports import import_file_resumable, spool_path_for
+    from annotate.imports.services import import_file_resumable, spool_path_for
 
     if name == "tricky":
         tricky = 'back\\slash \\N tab\there new\nline "q" café 😀 \u2028 end\\'
@@ -442,7 +442,7 @@ def test_new_ids_come_from_the_sequences_looked_up_once(require_postgres):
     sequences up once (a materialised CTE): evaluated per row, that lookup cost ten times the nextval."""
     from django.db import connection
 
-    from annotate.services import imports
+    from annotate.imports import records as imports
 
     pairs = imports._ids_draw(1_000)
     docs, episodes = zip(*pairs, strict=True)
@@ -470,7 +470,7 @@ def test_binary_copy_stores_what_the_text_format_stores(require_postgres, study,
     from django.utils import timezone
 
     from annotate.models import DocumentKind
-    from annotate.services import imports
+    from lib.db import copy as imports
 
     tricky = 'back\\slash \\N tab\there new\nline cr\rx "q" café 😀 \u2028 end\\'
     now = timezone.now()
@@ -487,8 +487,8 @@ def test_binary_copy_stores_what_the_text_format_stores(require_postgres, study,
         ]  # fmt: skip
 
     def write(s, base: int, *, binary: bool) -> None:
-        docs = imports._RawWriter(Document, {"study_id": s.pk, "imported_at": now, "updated_at": now}, with_pk=True)
-        episodes = imports._RawWriter(Episode, {"study_id": s.pk, "created_at": now}, with_pk=True)
+        docs = imports.RawWriter(Document, {"study_id": s.pk, "imported_at": now, "updated_at": now}, with_pk=True)
+        episodes = imports.RawWriter(Episode, {"study_id": s.pk, "created_at": now}, with_pk=True)
         assert docs.binary_types and episodes.binary_types  # both tables' column types have a binary form
         if not binary:
             docs.binary_types = episodes.binary_types = None
@@ -523,7 +523,7 @@ def test_binary_copy_stores_what_the_text_format_stores(require_postgres, study,
     assert episodes(study) == expected == episodes(other_study)
 
     with pytest.raises(IntegrityError), transaction.atomic():  # the same (study, kind, external_id) again
-        imports._RawWriter(Document, {"study_id": study.pk}, with_pk=True).insert(rows(30_000_000)[:1])
+        imports.RawWriter(Document, {"study_id": study.pk}, with_pk=True).insert(rows(30_000_000)[:1])
 
 
 def test_an_import_runs_the_garbage_collector_less_often_and_restores_it(study, tmp_path, monkeypatch):
@@ -531,28 +531,28 @@ def test_an_import_runs_the_garbage_collector_less_often_and_restores_it(study, 
     for the import (a sixth of its parse CPU at the default) and put back after it, even after an error."""
     import gc
 
-    from annotate.services import imports
+    from annotate.imports import records, services
 
     before = gc.get_threshold()
     seen = []
-    real = imports._spool_write
+    real = services._spool_write
 
     def spy(*args, **kwargs):
         seen.append(gc.get_threshold()[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(imports, "_spool_write", spy)
+    monkeypatch.setattr(services, "_spool_write", spy)
     path = tmp_path / "issues.json"
     path.write_bytes((SAMPLES / "github_issues.json").read_bytes())
-    imports.import_file_resumable(study=study, path=path)
-    assert seen == [imports.IMPORT_GC_THRESHOLD] and gc.get_threshold() == before
-    real_iter = imports.iter_file
+    services.import_file_resumable(study=study, path=path)
+    assert seen == [records.IMPORT_GC_THRESHOLD] and gc.get_threshold() == before
+    real_iter = services.iter_file
 
     def iter_spy(*args, **kwargs):
         seen.append(gc.get_threshold()[0])
         return real_iter(*args, **kwargs)
 
-    monkeypatch.setattr(imports, "iter_file", iter_spy)
+    monkeypatch.setattr(services, "iter_file", iter_spy)
     with pytest.raises(ImportFileError):
-        imports.import_file(study=study, path=BAD / "truncated.json")
-    assert seen[1:] == [imports.IMPORT_GC_THRESHOLD] and gc.get_threshold() == before
+        services.import_file(study=study, path=BAD / "truncated.json")
+    assert seen[1:] == [records.IMPORT_GC_THRESHOLD] and gc.get_threshold() == before

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from annotate.importers import ImportFileError
+from annotate.imports.parsed import ImportFileError
 from annotate.models import Document, Episode
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,14 +40,14 @@ def early(monkeypatch, settings):
     two batches early (the first two offers always find room, so that many always come): what a slow
     file does, made certain. `seen` holds, at that moment, how many
     documents this thread's connection can see (none: the writers' transactions are still open)."""
-    from annotate.services import imports
+    from annotate.imports import _spool, _threads, services
 
     settings.FAULTLINE_IMPORT_WRITERS = 2
-    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    monkeypatch.setattr(_spool, "BATCH_SIZE", 10)
     made: list = []
     seen: list[int] = []
 
-    class Waiting(imports._EarlyWriters):
+    class Waiting(_threads._EarlyWriters):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             made.append(self)
@@ -60,7 +60,7 @@ def early(monkeypatch, settings):
                 seen.append(Document.objects.count())
             super().offer(index, items, digests)
 
-    monkeypatch.setattr(imports, "_EarlyWriters", Waiting)
+    monkeypatch.setattr(services, "_EarlyWriters", Waiting)
     return made, seen
 
 
@@ -70,7 +70,7 @@ def stored(study):
 
 def test_a_malformed_file_writes_nothing_though_its_first_batches_were_written(require_postgres, study, tmp_path,
                                                                                  early):  # fmt: skip
-    from annotate.services.imports import import_file_resumable
+    from annotate.imports.services import import_file_resumable
 
     made, seen = early
     path = issues_file(tmp_path, 300, bad_at=290)
@@ -85,20 +85,20 @@ def test_a_malformed_file_writes_nothing_though_its_first_batches_were_written(r
 def test_early_batches_commit_with_a_checkpoint_and_store_what_a_serial_import_does(
     require_postgres, study, other_study, tmp_path, early, monkeypatch
 ):
-    from annotate.services import imports
+    from annotate.imports import services
 
     made, seen = early
     path = issues_file(tmp_path, 300, repeat=(3, 250))
     states: list[dict] = []
-    result = imports.import_file_resumable(study=study, path=path, on_batch=states.append)
+    result = services.import_file_resumable(study=study, path=path, on_batch=states.append)
     assert made[0].written >= 2 and seen == [0]
     assert (result.created, result.unchanged, result.skipped) == (299, 0, 1)
     assert states[-1]["records"] == states[-1]["total"] == 300 and states[-1]["through"] == 30
     records = [state["records"] for state in states]
     assert records == sorted(records) and len(states) <= 30 - made[0].written + len(made[0].threads)
 
-    monkeypatch.setattr(imports, "EARLY_WRITES", False)
-    serial = imports.import_file_resumable(study=other_study, path=path, writers=1)
+    monkeypatch.setattr(services, "EARLY_WRITES", False)
+    serial = services.import_file_resumable(study=other_study, path=path, writers=1)
     assert serial.as_dict() == result.as_dict()
     assert stored(study) == stored(other_study)
     assert Episode.objects.filter(study=study).count() == 299
@@ -111,7 +111,7 @@ def test_a_run_killed_while_early_batches_commit_resumes_without_losing_or_repea
     """Killed at the first early checkpoint, nothing is committed; killed at the second, the first writer's
     batches are, with their checkpoint. Either way the retry, from the last checkpoint and the kept spool,
     imports every record exactly once and counts it once."""
-    from annotate.services.imports import import_file_resumable, spool_path_for
+    from annotate.imports.services import import_file_resumable, spool_path_for
 
     path = issues_file(tmp_path, 300)
     states: list[dict] = []
@@ -142,9 +142,9 @@ def test_a_large_import_refreshes_the_planners_statistics_and_a_small_one_does_n
     pg_class.reltuples then counts every row."""
     from django.db import connection
 
-    from annotate.services import imports
+    from annotate.imports import records, services
 
-    monkeypatch.setattr(imports, "ANALYZE_AFTER", 100)
+    monkeypatch.setattr(records, "ANALYZE_AFTER", 100)
 
     def reltuples():
         with connection.cursor() as cursor:
@@ -152,11 +152,11 @@ def test_a_large_import_refreshes_the_planners_statistics_and_a_small_one_does_n
             return cursor.fetchone()[0]
 
     before = reltuples()
-    small = imports.import_file_resumable(study=study, path=issues_file(tmp_path, 99))
+    small = services.import_file_resumable(study=study, path=issues_file(tmp_path, 99))
     assert small.created == 99 and reltuples() == before
     before = reltuples()
     path = issues_file(tmp_path, 250)  # 99 of them unchanged, 151 new: over the threshold counts written rows
-    large = imports.import_file(study=study, path=path)
+    large = services.import_file(study=study, path=path)
     assert (large.created, large.unchanged) == (151, 99)
     assert reltuples() == Document.objects.count() == 250 != before
 
@@ -170,12 +170,12 @@ def test_a_writer_runs_its_deferred_foreign_key_checks_before_it_takes_the_batch
     writer after another. So a batch whose rows break a reference fails before its checkpoint is counted."""
     from django.db import IntegrityError, connection
 
-    from annotate.services import imports
+    from annotate.imports import _spool, _threads, records, services
 
     settings.FAULTLINE_IMPORT_WRITERS = 2
-    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
-    monkeypatch.setattr(imports, "EARLY_WRITES", early_writes)
-    real_import, real_checkpoint = imports.import_records, imports._Batches.checkpoint
+    monkeypatch.setattr(_spool, "BATCH_SIZE", 10)
+    monkeypatch.setattr(services, "EARLY_WRITES", early_writes)
+    real_import, real_checkpoint = records.import_records, _spool._Batches.checkpoint
     counted: list[int] = []
 
     def import_records(**kwargs):
@@ -190,9 +190,10 @@ def test_a_writer_runs_its_deferred_foreign_key_checks_before_it_takes_the_batch
         counted.extend(index for index, _, _ in written)
         return real_checkpoint(self, written, on_batch)
 
-    monkeypatch.setattr(imports, "import_records", import_records)
-    monkeypatch.setattr(imports._Batches, "checkpoint", checkpoint)
+    monkeypatch.setattr(_threads, "import_records", import_records)
+    monkeypatch.setattr(_spool, "import_records", import_records)
+    monkeypatch.setattr(_spool._Batches, "checkpoint", checkpoint)
     with pytest.raises((ImportFileError, IntegrityError)):
-        imports.import_file_resumable(study=study, path=issues_file(tmp_path, 300))
+        services.import_file_resumable(study=study, path=issues_file(tmp_path, 300))
     assert 2 not in counted
     assert not Episode.objects.filter(document_id=2**62).exists()

@@ -269,9 +269,9 @@ def import_job(study, alice, path: Path) -> Job:
 
 
 def test_a_killed_import_resumes_after_its_last_batch_and_reports_the_whole_file(study, alice, monkeypatch, sent):
-    from annotate.services import imports
+    from annotate.imports import _spool
 
-    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    monkeypatch.setattr(_spool, "BATCH_SIZE", 10)
     path = issue_file(45)
     job = import_job(study, alice, path)
     saved = die_at_checkpoint(monkeypatch, jobs, after=3)
@@ -288,9 +288,9 @@ def test_a_killed_import_resumes_after_its_last_batch_and_reports_the_whole_file
 
 
 def test_a_malformed_upload_imports_nothing_even_in_batches(study, alice, monkeypatch):
-    from annotate.services import imports
+    from annotate.imports import _spool
 
-    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    monkeypatch.setattr(_spool, "BATCH_SIZE", 10)
     job = job_run(job_id=import_job(study, alice, issue_file(45, bad_at=40)).pk)
     assert job.status == JobStatus.FAILED and "Nothing was imported" in job.error
     assert Document.objects.filter(study=study).count() == 0
@@ -348,14 +348,14 @@ def test_progress_inside_an_atomic_job_is_visible_to_pollers(require_postgres, s
 
 
 def test_a_job_parses_its_file_once_and_its_retry_reads_the_spool(study, alice, monkeypatch, sent):
-    from annotate.services import imports
+    from annotate.imports import _spool
 
-    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    monkeypatch.setattr(_spool, "BATCH_SIZE", 10)
     parsed: list[str] = []
-    iter_file = imports.iter_file
-    monkeypatch.setattr(imports, "iter_file", lambda path, **kw: parsed.append(path.name) or iter_file(path, **kw))
+    iter_file = _spool.iter_file
+    monkeypatch.setattr(_spool, "iter_file", lambda path, **kw: parsed.append(path.name) or iter_file(path, **kw))
     path = issue_file(45)
-    spool = imports.spool_path_for(path)
+    spool = _spool.spool_path_for(path)
     job = import_job(study, alice, path)
     die_at_checkpoint(monkeypatch, jobs, after=2)
     with pytest.raises(WorkerDied):
@@ -370,15 +370,15 @@ def test_a_job_parses_its_file_once_and_its_retry_reads_the_spool(study, alice, 
 
 
 def test_a_retry_whose_spool_is_gone_parses_the_file_again(study, alice, monkeypatch, sent):
-    from annotate.services import imports
+    from annotate.imports import _spool
 
-    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    monkeypatch.setattr(_spool, "BATCH_SIZE", 10)
     path = issue_file(45)
     job = import_job(study, alice, path)
     die_at_checkpoint(monkeypatch, jobs, after=3)
     with pytest.raises(WorkerDied):
         job_run(job_id=job.pk)
-    imports.spool_path_for(path).unlink()  # another machine's worker takes the retry, say
+    _spool.spool_path_for(path).unlink()  # another machine's worker takes the retry, say
 
     job = run_again(monkeypatch, job)
     assert (job.result["created"], job.result["unchanged"], job.done, job.total) == (45, 0, 45, 45)
@@ -394,7 +394,8 @@ def test_a_malformed_upload_leaves_no_spool(study, alice, monkeypatch):
 
 
 def test_batches_committed_out_of_order_checkpoint_as_through_and_also():
-    from annotate.services.imports import ImportResult, _Batches
+    from annotate.imports._spool import _Batches
+    from annotate.imports.records import ImportResult
 
     batches = _Batches(None, total=50)
     one = ImportResult(created=10)
@@ -419,20 +420,20 @@ def test_two_writers_import_every_batch_once_and_a_killed_run_resumes(require_po
                                                                        sent, settings):  # fmt: skip
     """On PostgreSQL two connections write batches at once; checkpoints may then name batches out of order,
     and a retry writes exactly the ones that did not commit. A key repeated across batches is imported once."""
-    from annotate.services import imports
+    from annotate.imports import _spool, services
 
     settings.FAULTLINE_IMPORT_WRITERS = 2
-    monkeypatch.setattr(imports, "BATCH_SIZE", 10)
+    monkeypatch.setattr(_spool, "BATCH_SIZE", 10)
     # Batches written during the parse commit together, so which checkpoint is the fourth would vary:
     # this test pins the per-batch phase; test_imports_early.py covers the early one.
-    monkeypatch.setattr(imports, "EARLY_WRITES", False)
+    monkeypatch.setattr(services, "EARLY_WRITES", False)
     path = issue_file(95)
     issues = json.loads(path.read_text())
     issues[72] = dict(issues[3], title="the same issue again")  # a duplicate, six batches later
     path.write_text(json.dumps(issues))
     used = []
-    write = imports._write_spooled_batch
-    monkeypatch.setattr(imports, "_write_spooled_batch", lambda **kw: used.append(threading.current_thread().name)
+    write = services._write_spooled_batch
+    monkeypatch.setattr(services, "_write_spooled_batch", lambda **kw: used.append(threading.current_thread().name)
                         or write(**kw))  # fmt: skip
     job = import_job(study, alice, path)
     saved = die_at_checkpoint(monkeypatch, jobs, after=4)
@@ -453,7 +454,7 @@ def test_two_writers_import_every_batch_once_and_a_killed_run_resumes(require_po
 def test_when_this_thread_fails_the_writers_skip_what_is_still_queued():
     """The spool fails to read, or the job's lease is found lost: batches already handed out but not yet
     started must not be written after the import has given up."""
-    from annotate.services.imports import _write_in_threads
+    from annotate.imports._threads import _write_in_threads
 
     gate, written = threading.Event(), []
 

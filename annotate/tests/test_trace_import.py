@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from annotate.importers import ImportFileError
+from annotate.imports.parsed import ImportFileError
 from annotate.models import Document, Episode, TraceStep
 from annotate.services.traces import import_traces
 
@@ -134,7 +134,7 @@ def test_a_malformed_file_names_the_record_and_writes_nothing(study, tmp_path):
 def test_it_keeps_the_content_hashes_of_earlier_imports():
     """The stored content hash and steps digest of a log never change between versions: a log imported before
     is still "unchanged" when imported again (these values were stored by the first trace importer)."""
-    from annotate.services.imports import record_hash
+    from annotate.imports.records import record_hash
     from annotate.traces import iter_trace_records
 
     expected = {
@@ -214,16 +214,16 @@ def test_a_corrected_reference_is_stored_on_reimport_though_the_log_is_unchanged
 
 
 def test_a_trace_another_import_wrote_meanwhile_gives_a_clear_error_and_writes_nothing(study, monkeypatch):
-    from annotate.services import imports
+    from lib.db.copy import RawWriter
 
-    insert = imports._RawWriter.insert
+    insert = RawWriter.insert
 
     def racing(self, rows, **kwargs):
         if self.model is Document:  # another import commits the same trace between our SELECT and INSERT
             Document.objects.create(study=study, kind="trace", external_id=rows[0]["external_id"], cluster="x")
         return insert(self, rows, **kwargs)
 
-    monkeypatch.setattr(imports._RawWriter, "insert", racing)
+    monkeypatch.setattr(RawWriter, "insert", racing)
     with pytest.raises(ImportFileError, match="another import wrote some of these traces at the same time"):
         import_traces(study=study, paths=[WHO / "Algorithm-Generated"], fmt="whowhen")
     assert not Document.objects.filter(study=study).exists()

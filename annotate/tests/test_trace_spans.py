@@ -5,7 +5,7 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 
-from annotate.importers import ImportFileError
+from annotate.imports.parsed import ImportFileError
 from annotate.models import Artifact, Document, TraceStep
 from annotate.services.traces import import_traces, trace_import_value
 from annotate.tests.trace_fixtures import openinference_trace, otlp_trace

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotate.access import study_view
 from annotate.coding.selectors import live_leases, study_progress
 from annotate.coding.visibility import coding_visibility
+from annotate.imports.uploads import study_start
 from annotate.models import Study
-from annotate.services.imports import study_start
 from annotate.studies.forms import StudyStartForm
 from annotate.studies.members import codebook_from_upload, may_create_studies
 from annotate.studies.selectors import memberships_for_user, study_counts

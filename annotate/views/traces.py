@@ -9,8 +9,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotate.access import study_view
+from annotate.imports.uploads import upload_max_bytes
 from annotate.models import Document, Study
-from annotate.services.imports import upload_max_bytes
 from annotate.services.traces import trace_upload_start
 from annotate.trace_selectors import WINDOW, step_text, trace_window
 from annotate.traces import FORMATS

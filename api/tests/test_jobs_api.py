@@ -62,7 +62,7 @@ def test_an_upload_spooled_to_disk_is_moved_into_place_whole(as_user, alice, stu
 
     from django.core.files.uploadedfile import TemporaryUploadedFile
 
-    from annotate.services import imports
+    from annotate.imports import uploads as imports
 
     settings.MEDIA_ROOT = str(tmp_path / "media")
     settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024

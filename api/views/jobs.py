@@ -63,7 +63,7 @@ class ImportStart(APIView):
         responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
     )
     def post(self, request: Request, slug: str) -> Response:
-        from annotate.services.imports import import_upload_start
+        from annotate.imports.uploads import import_upload_start
 
         serializer = ImportRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

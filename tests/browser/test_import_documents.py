@@ -55,7 +55,7 @@ def test_the_browser_refuses_a_file_over_the_limit(page, live_server, login, stu
 
 
 def test_an_owner_browses_documents_and_splits_one(page, live_server, login, shot, study, alice, media):
-    from annotate.services.imports import import_file
+    from annotate.imports.services import import_file
 
     import_file(study=study, path=SAMPLES / "github_issues.json")
     import_file(study=study, path=SAMPLES / "literature.bib")
@@ -109,7 +109,7 @@ def test_leaving_the_search_box_asks_nothing_again_and_a_result_link_works_at_on
     """The search box's "change" on leaving it repeated the request its typing had made; the same list,
     swapped in under the pointer, ate the click that left the box. The list page asks only for what it
     does not show already; Filter (submit) still asks."""
-    from annotate.services.imports import import_file
+    from annotate.imports.services import import_file
 
     import_file(study=study, path=SAMPLES / "github_issues.json")
     login("alice")
@@ -140,7 +140,7 @@ def test_leaving_the_search_box_asks_nothing_again_and_a_result_link_works_at_on
 def test_clearing_the_box_during_a_slow_search_shows_every_document(page, live_server, login, study, alice, media):
     """While a search is out the address still shows the old list; the request made meanwhile (the box
     cleared, which the address already shows) is queued by htmx and must run, not be dropped."""
-    from annotate.services.imports import import_file
+    from annotate.imports.services import import_file
 
     import_file(study=study, path=SAMPLES / "github_issues.json")
     login("alice")
@@ -168,7 +168,7 @@ def test_clearing_the_box_during_a_slow_search_shows_every_document(page, live_s
 
 
 def test_a_viewer_sees_the_document_without_split_controls(page, live_server, login, study, vera, media):
-    from annotate.services.imports import import_file
+    from annotate.imports.services import import_file
 
     import_file(study=study, path=SAMPLES / "github_issues.json")
     doc = Document.objects.get(study=study, external_id="acme-agents/taskpilot#1315")
@@ -181,7 +181,7 @@ def test_a_viewer_sees_the_document_without_split_controls(page, live_server, lo
 
 
 def test_a_two_megabyte_body_is_shown_in_part(page, live_server, login, shot, study, alice, media):
-    from annotate.services.imports import import_file
+    from annotate.imports.services import import_file
 
     import_file(study=study, path=SAMPLES / "bad" / "huge_body.json")
     doc = Document.objects.get(study=study)

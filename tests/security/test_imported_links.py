@@ -7,9 +7,9 @@ import json
 import pytest
 
 from annotate.coding.services import CodingValues, coding_save
-from annotate.importers import iter_file
+from annotate.imports.parsers import iter_file
+from annotate.imports.services import import_file
 from annotate.models import Artifact, Document
-from annotate.services.imports import import_file
 
 HOSTILE = ["javascript:alert(document.domain)", " JavaScript:alert(1)", "data:text/html,<script>x</script>",
            "vbscript:msgbox(1)", "java\tscript:alert(1)", "//evil.example/x", "ftp://example.org/f"]  # fmt: skip

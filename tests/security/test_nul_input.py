@@ -13,8 +13,8 @@ import re
 import pytest
 from django.db import DataError
 
+from annotate.imports.services import import_file
 from annotate.models import Document, Job
-from annotate.services.imports import import_file
 from annotate.services.incidents import IncidentData, incident_create
 
 BAD = re.compile("[\x00\ud800-\udfff]")

@@ -4,8 +4,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotate.imports.cli import study_or_error
 from annotate.llm import LLMConfigError
-from annotate.management.importing import study_or_error
 from annotate.services.suggestions import suggester_audit_record
 from annotate.suggest_audit import suggester_audit
 

@@ -2,10 +2,10 @@ from datetime import UTC, date, datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.github import GitHubError
-from annotate.importers import ImportFileError
-from annotate.management.importing import progress_bar, study_or_error, write_summary
-from annotate.services.imports import import_file, import_github_repo
+from annotate.imports.cli import progress_bar, study_or_error, write_summary
+from annotate.imports.github import GitHubError
+from annotate.imports.parsed import ImportFileError
+from annotate.imports.services import import_file, import_github_repo
 
 
 def _iso(value: str) -> str:

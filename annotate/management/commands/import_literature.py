@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.importers import ImportFileError
-from annotate.management.importing import progress_bar, study_or_error, write_summary
-from annotate.services.imports import import_file
+from annotate.imports.cli import progress_bar, study_or_error, write_summary
+from annotate.imports.parsed import ImportFileError
+from annotate.imports.services import import_file
 
 
 class Command(BaseCommand):

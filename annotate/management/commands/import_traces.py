@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.importers import ImportFileError
-from annotate.management.importing import progress_bar, study_or_error, write_summary
+from annotate.imports.cli import progress_bar, study_or_error, write_summary
+from annotate.imports.parsed import ImportFileError
 from annotate.services.traces import import_traces
 from annotate.traces import FORMATS
 

@@ -2,8 +2,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from annotate.imports.cli import study_or_error
 from annotate.llm import LLMConfigError
-from annotate.management.importing import study_or_error
 from annotate.services.suggestions import default_backend, suggestions_make
 
 
