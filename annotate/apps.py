@@ -12,7 +12,7 @@ REGISTERING_MODULES = (
     "annotate.coding.handlers",
     "annotate.services.suggestions",
     "annotate.imports.handlers",
-    "annotate.services.traces",
+    "annotate.traces.handlers",
     "annotate.services.datasets",
 )
 

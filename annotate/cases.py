@@ -15,7 +15,7 @@ from annotate.attribution import final_attribution
 from annotate.coding.labels import resolve_label
 from annotate.coding.selectors import codebook_picker
 from annotate.models import Adjudication, Artifact, Coding, DocumentKind, Episode, Study, TraceStep
-from annotate.trace_selectors import evidence_state
+from annotate.traces.selectors import evidence_state
 
 CHUNK = 20  # episodes per chunk: a chunk holds their steps, up to 5,000 each
 

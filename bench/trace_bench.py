@@ -224,8 +224,8 @@ def first_screen(client, url: str, repeats: int) -> tuple[float, int]:
 
 def attribution_accuracy(folder: Path) -> dict:
     """Accuracy of each local rule (and of the openai backend when OPENAI_API_KEY is set) on Who&When logs."""
-    from annotate.suggest_steps import LOCAL_RULE, RULES
-    from annotate.traces import iter_trace_records
+    from annotate.suggestions.steps import LOCAL_RULE, RULES
+    from annotate.traces.parsers import iter_trace_records
 
     records = [tr for p in sorted(folder.rglob("*.json")) for tr in iter_trace_records(p, "whowhen")]
     out = {"logs": len(records), "chosen": LOCAL_RULE, "rules": {}}
@@ -271,8 +271,8 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from annotate.models import Episode
-    from annotate.services.traces import import_traces
     from annotate.studies.services import membership_set, study_create
+    from annotate.traces.services import import_traces
     from taxonomy.services import codebook_load, codebook_read_file
 
     codebook = codebook_load(data=codebook_read_file(ROOT / "fixtures" / "codebook-v1.json"), publish=True)

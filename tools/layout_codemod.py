@@ -86,10 +86,12 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
         ("annotate.management.importing", "annotate.imports.cli"),
     ],
     "traces": [
-        ("annotate.traces", ["annotate.traces.parsers", "annotate.traces._formats"]),
+        ("annotate.traces", ["annotate.traces.parsers", "annotate.traces.parsed", "annotate.traces._logs",
+                             "annotate.traces._spans"]),
         ("annotate.trace_selectors", "annotate.traces.selectors"),
         ("annotate.services.traces", ["annotate.traces.services", "annotate.traces.handlers",
                                       "annotate.suggestions.steps"]),
+        ("annotate.suggest_steps", "annotate.suggestions.steps"),
     ],
     "suggestions": [
         ("annotate.suggest_base", "annotate.suggestions._base"),
@@ -98,7 +100,6 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
         ("annotate.suggest_eval", "annotate.suggestions._eval"),
         ("annotate.suggest_active", "annotate.suggestions._active"),
         ("annotate.suggest_audit", "annotate.suggestions._audit"),
-        ("annotate.suggest_steps", "annotate.suggestions.steps"),
         ("annotate.llm", ["annotate.suggestions._llm", "annotate.suggestions._prompts"]),
         ("annotate.suggest_quality", "annotate.suggestions.quality"),
         ("annotate.suggestion_selectors", "annotate.suggestions.selectors"),

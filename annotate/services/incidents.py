@@ -32,9 +32,9 @@ from annotate.models import (
     TriageEvent,
     TriageStatus,
 )
-from annotate.services.traces import artifacts_link, steps_write, trace_steps_of_value
 from annotate.studies.services import queue_key_for
-from annotate.traces import TraceArtifact, trace_summary
+from annotate.traces.parsed import TraceArtifact, trace_summary
+from annotate.traces.services import artifacts_link, steps_write, trace_steps_of_value
 
 log = logging.getLogger(__name__)
 

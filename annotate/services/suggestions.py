@@ -40,8 +40,8 @@ from annotate.models import (
     SuggestionBackend,
     SuggestionStatus,
 )
-from annotate.services.traces import suggestions_attribute
 from annotate.suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
+from annotate.suggestions.steps import suggestions_attribute
 from taxonomy.models import AxisValue, FailureType
 
 log = logging.getLogger(__name__)

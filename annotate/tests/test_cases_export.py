@@ -7,9 +7,9 @@ from django.core.management import call_command
 
 from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Episode
-from annotate.services.traces import trace_import_value
 from annotate.tests.trace_fixtures import openinference_trace, otlp_trace
-from annotate.traces import TraceArtifact
+from annotate.traces.parsed import TraceArtifact
+from annotate.traces.services import trace_import_value
 
 
 def values(codes, step, agent):

@@ -9,10 +9,10 @@ from django.conf import settings
 
 from annotate.models import Episode, Suggestion, TraceStep
 from annotate.services.suggestions import suggestions_make
-from annotate.services.traces import import_traces
-from annotate.suggest_steps import LOCAL_RULE, RULES, suggest_step
+from annotate.suggestions.steps import LOCAL_RULE, RULES, suggest_step
 from annotate.tests.llm_server import FakeLLMServer
-from annotate.traces import Step
+from annotate.traces.parsed import Step
+from annotate.traces.services import import_traces
 
 WHO = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
 if not WHO.is_dir():

@@ -14,8 +14,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotate.models import Document, Episode, Job, TraceStep
-from annotate.services.traces import trace_import_value
 from annotate.tests.trace_fixtures import otlp_trace
+from annotate.traces.services import trace_import_value
 
 WHO = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
 if not WHO.is_dir():

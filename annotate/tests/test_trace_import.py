@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from annotate.imports.parsed import ImportFileError
 from annotate.models import Document, Episode, TraceStep
-from annotate.services.traces import import_traces
+from annotate.traces.services import import_traces
 
 SHARED = Path(settings.BASE_DIR).parent / "shared" / "datasets"
 if not SHARED.is_dir():
@@ -135,7 +135,7 @@ def test_it_keeps_the_content_hashes_of_earlier_imports():
     """The stored content hash and steps digest of a log never change between versions: a log imported before
     is still "unchanged" when imported again (these values were stored by the first trace importer)."""
     from annotate.imports.records import record_hash
-    from annotate.traces import iter_trace_records
+    from annotate.traces.parsers import iter_trace_records
 
     expected = {
         "Algorithm-Generated/1.json": (
@@ -153,8 +153,8 @@ def test_it_keeps_the_content_hashes_of_earlier_imports():
 
 
 def test_a_trace_repeated_in_a_later_batch_keeps_the_steps_of_the_copy_imported(study, tmp_path, monkeypatch):
-    from annotate.services import traces as service
     from annotate.tests.trace_fixtures import otlp_trace
+    from annotate.traces import services as service
 
     first, second = otlp_trace(), otlp_trace()
     for span in second["resourceSpans"][0]["scopeSpans"][0]["spans"]:
@@ -173,7 +173,7 @@ def test_a_trace_repeated_in_a_later_batch_keeps_the_steps_of_the_copy_imported(
 def test_it_reports_progress_per_file_and_stops_its_parser_when_a_write_fails(study, tmp_path, monkeypatch):
     import threading
 
-    from annotate.services import traces as service
+    from annotate.traces import services as service
 
     seen = []
     import_traces(study=study, paths=[WHO / "Algorithm-Generated"], fmt="whowhen", progress=lambda n, t: seen.append(n))

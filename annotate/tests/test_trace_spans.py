@@ -7,10 +7,10 @@ from django.core.exceptions import ValidationError
 
 from annotate.imports.parsed import ImportFileError
 from annotate.models import Artifact, Document, TraceStep
-from annotate.services.traces import import_traces, trace_import_value
 from annotate.tests.trace_fixtures import openinference_trace, otlp_trace
-from annotate.trace_selectors import trace_window
-from annotate.traces import TraceArtifact
+from annotate.traces.parsed import TraceArtifact
+from annotate.traces.selectors import trace_window
+from annotate.traces.services import import_traces, trace_import_value
 
 
 def steps_of(document):

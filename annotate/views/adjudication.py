@@ -26,7 +26,7 @@ from annotate.coding.selectors import (
 )
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Adjudication, Study
-from annotate.trace_selectors import has_steps, trace_summary_of, trace_window
+from annotate.traces.selectors import has_steps, trace_summary_of, trace_window
 from annotate.views.coding import DISPLAY_LIMIT, axis_groups, episode_text, study_episode
 
 PAGE = 25

@@ -23,7 +23,7 @@ from annotate.coding.selectors import Picker, codebook_picker, episode_codings
 from annotate.coding.services import CodingConflict, EpisodeFull, coding_save
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Coding, Confidence, Episode, Study
-from annotate.trace_selectors import trace_summary_of, trace_window
+from annotate.traces.selectors import trace_summary_of, trace_window
 from annotate.views.queue import next_url
 from lib.db.prepared import MAX_ID, Prepared
 

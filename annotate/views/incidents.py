@@ -19,7 +19,7 @@ from annotate.coding.services import CodingConflict, EpisodeFull, coding_save
 from annotate.incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from annotate.services.incidents import SEVERITIES, incident_move
-from annotate.trace_selectors import has_steps, trace_window
+from annotate.traces.selectors import has_steps, trace_window
 from annotate.views.coding import episode_text
 
 # A screenshot sent inline is shown only if it is plainly a base64 raster image.

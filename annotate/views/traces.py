@@ -11,9 +11,9 @@ from django.views.decorators.http import require_GET, require_POST
 from annotate.access import study_view
 from annotate.imports.uploads import upload_max_bytes
 from annotate.models import Document, Study
-from annotate.services.traces import trace_upload_start
-from annotate.trace_selectors import WINDOW, step_text, trace_window
-from annotate.traces import FORMATS
+from annotate.traces.parsers import FORMATS
+from annotate.traces.selectors import WINDOW, step_text, trace_window
+from annotate.traces.services import trace_upload_start
 
 
 def _int(value: str | None, default: int = 0) -> int:

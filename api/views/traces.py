@@ -12,9 +12,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Document, Episode
-from annotate.services.traces import trace_import_value, trace_upload_start
-from annotate.trace_selectors import trace_window
-from annotate.traces import FORMATS, TraceArtifact
+from annotate.traces.parsed import TraceArtifact
+from annotate.traces.parsers import FORMATS
+from annotate.traces.selectors import trace_window
+from annotate.traces.services import trace_import_value, trace_upload_start
 from api.permissions import StudyMember
 from api.serializers.core import JobSerializer
 from api.serializers.incidents import ArtifactInSerializer

@@ -43,7 +43,7 @@ def test_it_fills_the_local_suggesters_step_and_agent_when_a_is_pressed(
 ):
     from annotate.models import Suggestion
     from annotate.services.suggestions import suggestions_make
-    from annotate.services.traces import import_traces
+    from annotate.traces.services import import_traces
 
     settings.OPENAI_API_KEY = ""  # the local backend, which proposes a step and an agent for traces
     import_traces(study=study, paths=[WHO / "Algorithm-Generated"], fmt="whowhen")
@@ -84,7 +84,7 @@ def test_the_accept_button_fills_a_step_beyond_the_first_window_and_selects_it(
     page, live_server, login, study, bob, codes
 ):
     from annotate.models import Episode, Suggestion, TraceStep
-    from annotate.services.traces import import_traces
+    from annotate.traces.services import import_traces
 
     import_traces(study=study, paths=[WHO / "Hand-Crafted" / "8.json"], fmt="whowhen")
     episode = Episode.objects.select_related("document").get(study=study)

@@ -22,7 +22,7 @@ if not WHO.is_dir():
 @pytest.fixture
 def traces(study):
     from annotate.models import Episode
-    from annotate.services.traces import import_traces
+    from annotate.traces.services import import_traces
 
     import_traces(study=study, paths=[WHO / "Algorithm-Generated"], fmt="whowhen")
     return list(Episode.objects.filter(study=study).select_related("document").order_by("pk"))

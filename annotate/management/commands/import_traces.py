@@ -2,8 +2,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.imports.cli import progress_bar, study_or_error, write_summary
 from annotate.imports.parsed import ImportFileError
-from annotate.services.traces import import_traces
-from annotate.traces import FORMATS
+from annotate.traces.parsers import FORMATS
+from annotate.traces.services import import_traces
 
 
 class Command(BaseCommand):

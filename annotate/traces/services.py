@@ -11,7 +11,6 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
@@ -19,9 +18,9 @@ from django.db.models import Max, Q
 from annotate.imports.parsed import ImportFileError
 from annotate.imports.records import ImportResult, import_records, record_hash
 from annotate.imports.uploads import upload_store
-from annotate.jobs.registry import job_handler
-from annotate.models import Artifact, Document, DocumentKind, Episode, Job, Study, Suggestion, TraceStep
-from annotate.traces import FORMATS, TRACE_EXTENSIONS, Step, TraceArtifact, TraceRecord, iter_trace_records, trace_files
+from annotate.models import Artifact, Document, DocumentKind, Episode, Job, Study, TraceStep
+from annotate.traces.parsed import Step, TraceArtifact, TraceRecord
+from annotate.traces.parsers import FORMATS, TRACE_EXTENSIONS, iter_trace_records, trace_files
 from lib.db.copy import RawWriter, column_by_id_update
 from lib.db.prefetch import prefetched
 
@@ -205,7 +204,7 @@ def trace_import_value(
 
     Artifacts need exactly one trace in `data`: they are linked to its steps.
     """
-    from annotate.traces import parse_trace_value
+    from annotate.traces.parsers import parse_trace_value
 
     if fmt not in FORMATS:
         raise ValidationError({"format": f"Use one of {', '.join(FORMATS)}."})
@@ -252,25 +251,6 @@ def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
         raise
 
 
-@job_handler("import_traces")
-def job_import_traces(*, job: Job, progress: ProgressFn) -> dict[str, Any]:
-    """Job handler: import the uploaded trace file named in job.params, then delete it."""
-    media = Path(settings.MEDIA_ROOT).resolve()
-    path = (media / job.params["path"]).resolve()
-    if media not in path.parents:
-        raise ImportFileError("the stored upload is outside MEDIA_ROOT")
-    name = job.params.get("filename", path.name)
-    try:
-        result = import_traces(study=job.study, paths=[path], fmt=job.params["format"], progress=progress)
-    except ImportFileError as exc:
-        raise ImportFileError(f"{name}: {str(exc).replace(path.name, name)}. Nothing was imported.") from None
-    finally:
-        path.unlink(missing_ok=True)
-    summary = result.as_dict()
-    summary["skip_reasons"] = ", ".join(f"{reason}: {n}" for reason, n in sorted(result.skip_reasons.items()))
-    return {"file": name, "format": job.params["format"], **summary}
-
-
 def trace_step_count(document: Document) -> int:
     """Steps stored for a document (0 for documents without a trace)."""
     top = TraceStep.objects.filter(document=document).aggregate(m=Max("index"))["m"]
@@ -283,7 +263,7 @@ def trace_steps_of_value(trace: Any) -> list[Step]:
     Incidents take any JSON as their trace (it is kept as sent); a trace in neither span format
     gets no steps and is shown as JSON. A span trace that is malformed is a field error.
     """
-    from annotate.traces import parse_trace_value
+    from annotate.traces.parsers import parse_trace_value
 
     if isinstance(trace, dict) and "resourceSpans" in trace:
         fmt = "otlp"
@@ -304,50 +284,3 @@ def trace_steps_of_value(trace: Any) -> list[Step]:
             s.paired_index = s.paired_index + offset if s.paired_index is not None else None
             steps.append(s)
     return steps
-
-
-def suggestions_attribute(*, rows: list, suggester) -> int:
-    """Give the suggestions of trace episodes a decisive step and responsible agent (in place, saved).
-
-    The local backend uses the rule chosen in annotate.suggest_steps; the openai backend asks the
-    model for a step index from the trace's indices and a quote from that step (annotate.llm).
-    Returns how many suggestions got an attribution.
-    """
-    from annotate.suggest_steps import suggest_step
-
-    rows = [r for r in rows if not r.error]
-    docs = {r.episode.document_id: r for r in rows if (r.episode.document.meta or {}).get("trace")}
-    if not docs:
-        return 0
-    steps: dict[int, list[TraceStep]] = {}
-    for s in TraceStep.objects.filter(document_id__in=list(docs)).order_by("document_id", "index"):
-        steps.setdefault(s.document_id, []).append(s)
-    changed = []
-    for doc_id, row in docs.items():
-        trace = steps.get(doc_id, [])
-        if suggester.backend == "openai":
-            from annotate.llm import trace_attribution
-
-            got = trace_attribution(suggester, title=row.episode.document.title, steps=trace)
-            if got["error"]:
-                row.rationale = f"{row.rationale}\n[attribution: {got['error']}]".strip()
-                changed.append(row)
-                continue
-            row.decisive_step, row.responsible_agent = got["step"], got["agent"]
-            row.input_tokens += got["input_tokens"]
-            row.output_tokens += got["output_tokens"]
-            if got["evidence"]:
-                row.rationale = f"{row.rationale}\nDecisive step #{got['step']}: “{got['evidence']}”".strip()
-            row.evidence_flagged = row.evidence_flagged or got["evidence_flagged"]
-        else:
-            guess = suggest_step(trace)
-            row.decisive_step, row.responsible_agent = guess.step, guess.agent
-        changed.append(row)
-    # New rows were bulk-inserted without their keys coming back (ignore_conflicts): update by the
-    # (episode, cache_key) pair that identifies each one.
-    fields = ("decisive_step", "responsible_agent", "rationale", "input_tokens", "output_tokens", "evidence_flagged")
-    for row in changed:
-        Suggestion.objects.filter(episode_id=row.episode_id, cache_key=row.cache_key).update(
-            **{name: getattr(row, name) for name in fields}
-        )
-    return sum(1 for r in changed if r.decisive_step is not None)

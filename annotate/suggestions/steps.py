@@ -1,5 +1,8 @@
 """Step-level suggestions for traces: which step decided the failure, and which agent is to blame.
 
+`suggestions_attribute` gives a batch's trace suggestions their step and agent (the local rule below, or the
+LLM), and saves them.
+
 The local backend has several candidate rules; `LOCAL_RULE` names the one it uses, chosen by
 the accuracy each reaches against the Who&When references (bench/trace_bench.py --attribution
 measures them all, on any folder of Who&When logs). The numbers are in README.md.
@@ -14,7 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from annotate.models import StepKind, StepStatus
+from annotate.models import (
+    StepKind,
+    StepStatus,
+    Suggestion,
+    TraceStep,
+)
 
 
 class StepLike(Protocol):
@@ -123,3 +131,48 @@ def suggest_step(steps: Sequence[StepLike], rule: str = LOCAL_RULE) -> StepGuess
     if not steps:
         return StepGuess(None, "", rule)
     return RULES[rule](steps)
+
+
+def suggestions_attribute(*, rows: list, suggester) -> int:
+    """Give the suggestions of trace episodes a decisive step and responsible agent (in place, saved).
+
+    The local backend uses the rule chosen in annotate.suggest_steps; the openai backend asks the
+    model for a step index from the trace's indices and a quote from that step (annotate.llm).
+    Returns how many suggestions got an attribution.
+    """
+    rows = [r for r in rows if not r.error]
+    docs = {r.episode.document_id: r for r in rows if (r.episode.document.meta or {}).get("trace")}
+    if not docs:
+        return 0
+    steps: dict[int, list[TraceStep]] = {}
+    for s in TraceStep.objects.filter(document_id__in=list(docs)).order_by("document_id", "index"):
+        steps.setdefault(s.document_id, []).append(s)
+    changed = []
+    for doc_id, row in docs.items():
+        trace = steps.get(doc_id, [])
+        if suggester.backend == "openai":
+            from annotate.llm import trace_attribution
+
+            got = trace_attribution(suggester, title=row.episode.document.title, steps=trace)
+            if got["error"]:
+                row.rationale = f"{row.rationale}\n[attribution: {got['error']}]".strip()
+                changed.append(row)
+                continue
+            row.decisive_step, row.responsible_agent = got["step"], got["agent"]
+            row.input_tokens += got["input_tokens"]
+            row.output_tokens += got["output_tokens"]
+            if got["evidence"]:
+                row.rationale = f"{row.rationale}\nDecisive step #{got['step']}: “{got['evidence']}”".strip()
+            row.evidence_flagged = row.evidence_flagged or got["evidence_flagged"]
+        else:
+            guess = suggest_step(trace)
+            row.decisive_step, row.responsible_agent = guess.step, guess.agent
+        changed.append(row)
+    # New rows were bulk-inserted without their keys coming back (ignore_conflicts): update by the
+    # (episode, cache_key) pair that identifies each one.
+    fields = ("decisive_step", "responsible_agent", "rationale", "input_tokens", "output_tokens", "evidence_flagged")
+    for row in changed:
+        Suggestion.objects.filter(episode_id=row.episode_id, cache_key=row.cache_key).update(
+            **{name: getattr(row, name) for name in fields}
+        )
+    return sum(1 for r in changed if r.decisive_step is not None)

@@ -1,0 +1,98 @@
+"""Parsers for agent traces: OTLP/JSON (OpenTelemetry GenAI conventions), OpenInference spans
+(Arize Phoenix), Who&When multi-agent logs and MAST trace records.
+
+Parsers are pure, like annotate.imports.parsers: they read JSON and return `TraceRecord`s (a
+Document record, its steps, a reference attribution and artifacts) without touching the
+database. Anything malformed raises ImportFileError naming the record; nothing is written.
+
+Every format ends as the same step list (annotate.models.TraceStep): index in reading order
+(spans depth-first, siblings by start time; log entries in file order), parent, span id,
+agent, kind, name, input, output, times, status and error. A tool call is paired with its
+result where the trace has one, and `ran` records whether it ran at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from annotate.imports.parsed import ImportFileError
+from annotate.traces._logs import parse_mast, parse_whowhen
+from annotate.traces._spans import _span_records, openinference_spans, otlp_spans
+from annotate.traces.parsed import TraceRecord
+
+FORMATS = ("otlp", "openinference", "whowhen", "mast")
+TRACE_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
+
+
+# ------------------------------------------------------------------ files
+
+
+def _json_items(path: Path) -> Iterator[tuple[Any, str]]:
+    """The JSON values of a file: one document, or JSON Lines (one per line)."""
+    text = path.read_text(encoding="utf-8-sig", errors="strict")
+    stripped = text.lstrip()
+    if not stripped:
+        raise ImportFileError(f"{path.name}: the file is empty")
+    try:
+        yield json.loads(text), path.name
+        return
+    except json.JSONDecodeError as exc:
+        if path.suffix.lower() not in (".jsonl", ".ndjson") and "\n" not in stripped.strip():
+            raise ImportFileError(f"{path.name}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        first_error = exc
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append((json.loads(line), f"{path.name} line {n}"))
+        except json.JSONDecodeError:
+            raise ImportFileError(
+                f"{path.name}: not valid JSON (line {first_error.lineno}: {first_error.msg}) nor JSON Lines (line {n})"
+            ) from None
+    yield from items
+
+
+def parse_trace_value(data: Any, fmt: str, where: str) -> list[TraceRecord]:
+    """TraceRecords of one JSON value in format `fmt`."""
+    if fmt == "whowhen":
+        if isinstance(data, list):
+            return [parse_whowhen(d, f"{where} record {n + 1}") for n, d in enumerate(data)]
+        return [parse_whowhen(data, where)]
+    if fmt == "mast":
+        if isinstance(data, list):
+            return [parse_mast(d, f"{where} record {n + 1}") for n, d in enumerate(data)]
+        return [parse_mast(data, where)]
+    if fmt == "otlp":
+        return _span_records(otlp_spans(data, where), "otlp", where)
+    if fmt == "openinference":
+        return _span_records(openinference_spans(data, where), "openinference", where)
+    raise ImportFileError(f"unknown trace format '{fmt}': use one of {', '.join(FORMATS)}")
+
+
+def trace_files(paths: list[str | Path]) -> list[Path]:
+    """Each path a file, or a folder whose .json/.jsonl files are read (recursively, in name order)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in TRACE_EXTENSIONS)
+            if not found:
+                raise ImportFileError(f"{p}: the folder holds no .json or .jsonl files")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise ImportFileError(f"no such file or folder: {p}")
+    return files
+
+
+def iter_trace_records(path: Path, fmt: str) -> Iterator[TraceRecord]:
+    if fmt == "openinference" and path.suffix.lower() in (".jsonl", ".ndjson"):
+        spans: list[Any] = [value for value, _ in _json_items(path)]
+        yield from parse_trace_value(spans, fmt, path.name)
+        return
+    for value, where in _json_items(path):
+        yield from parse_trace_value(value, fmt, where)
