@@ -10,7 +10,7 @@ REGISTERING_MODULES = (
     "annotate.tasks",
     "annotate.analysis_tasks",
     "annotate.coding.handlers",
-    "annotate.services.suggestions",
+    "annotate.suggestions.handlers",
     "annotate.imports.handlers",
     "annotate.traces.handlers",
     "annotate.services.datasets",

@@ -159,7 +159,7 @@ class Similar:
 
 def similar_incidents(study: Study, document: Document, *, limit: int = 5, pool: int = 500) -> list[Similar]:
     """Past incidents with the same failure type, then the nearest by text in the local suggester's space."""
-    from annotate.suggest_local import text_vectors
+    from annotate.suggestions.codebook_index import text_vectors
 
     past = list(incidents(study).exclude(pk=document.pk).filter(imported_at__lte=document.imported_at)[:pool])
     if not past:

@@ -32,9 +32,10 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from annotate.llm import LLMSuggester, make_client  # noqa: E402
-from annotate.suggest_base import codebook_spec_from_data  # noqa: E402
-from annotate.suggest_local import LocalSuggester, TrainingExample, model_train  # noqa: E402
+from annotate.suggestions.base import codebook_spec_from_data  # noqa: E402
+from annotate.suggestions.llm import LLMSuggester, make_client  # noqa: E402
+from annotate.suggestions.local import LocalSuggester  # noqa: E402
+from annotate.suggestions.local_model import TrainingExample, model_train  # noqa: E402
 from annotate.tests.llm_server import FakeLLMServer  # noqa: E402
 from bench.synthetic_suggest import synthetic_episodes  # noqa: E402
 

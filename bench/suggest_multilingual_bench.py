@@ -33,8 +33,8 @@ import django  # noqa: E402
 
 django.setup()
 
-from annotate.suggest_base import codebook_spec_from_data  # noqa: E402
-from annotate.suggest_local import LocalSuggester  # noqa: E402
+from annotate.suggestions.base import codebook_spec_from_data  # noqa: E402
+from annotate.suggestions.local import LocalSuggester  # noqa: E402
 
 CODEBOOK = ROOT / "fixtures" / "codebook-v1.json"
 PAIRS = ROOT / "fixtures" / "multilingual"

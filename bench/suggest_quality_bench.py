@@ -43,10 +43,10 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from annotate.suggest_active import labels_to_accuracy  # noqa: E402
-from annotate.suggest_base import codebook_spec_from_data  # noqa: E402
-from annotate.suggest_eval import NAF, LabelledText, Measurement, cold, cross_validate, score  # noqa: E402
-from annotate.suggest_local import local_fit_predict, local_predict  # noqa: E402
+from annotate.suggestions._active import labels_to_accuracy  # noqa: E402
+from annotate.suggestions._eval import NAF, LabelledText, Measurement, cold, cross_validate, score  # noqa: E402
+from annotate.suggestions.base import codebook_spec_from_data  # noqa: E402
+from annotate.suggestions.local import local_fit_predict, local_predict  # noqa: E402
 
 CODEBOOK = ROOT / "fixtures" / "codebook-v1.json"
 USABLE = {"adjudicated", "agreed", "single_coder"}
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
         train = load_items(args.path, holdout=False)
         items = load_items(args.path, holdout=True)
         base = {}
-        from annotate.suggest_eval import FIELDS, _majority
+        from annotate.suggestions._eval import FIELDS, _majority
 
         base = {f: _majority(train, f) for f in FIELDS}
         cold_m = score(items, local_predict(spec, items), [base] * len(items), folds=1)

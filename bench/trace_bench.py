@@ -240,8 +240,8 @@ def attribution_accuracy(folder: Path) -> dict:
             hits["agent"] += guess.agent.lower() == ref["agent"].lower()
         out["rules"][name] = {k: round(v / len(records), 3) for k, v in hits.items()}
     if os.environ.get("OPENAI_API_KEY"):
-        from annotate.llm import LLMSuggester, trace_attribution
-        from annotate.suggest_base import codebook_spec
+        from annotate.suggestions.base import codebook_spec
+        from annotate.suggestions.llm import LLMSuggester, trace_attribution
         from taxonomy.models import Codebook
 
         suggester = LLMSuggester(codebook_spec(Codebook.objects.get()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,9 @@ BEFORE = "74991ea"
 
 
 def test_it_loads_a_local_model_pickled_before_the_move_and_scores_it_identically():
-    from annotate.suggest_base import codebook_spec_from_data
-    from annotate.suggest_local import LocalSuggester
-    from annotate.suggest_local import model_loads as loads
+    from annotate.suggestions.base import codebook_spec_from_data
+    from annotate.suggestions.local import LocalSuggester
+    from annotate.suggestions.local_model import model_loads as loads
     from conftest import CODEBOOK
 
     model = loads((DATA / f"local-model-{BEFORE}.joblib").read_bytes())
@@ -40,6 +41,20 @@ def test_it_loads_a_local_model_pickled_before_the_move_and_scores_it_identicall
                 k: v for k, v in ec.items() if k != "confidence"
             }
             assert gc["confidence"] == pytest.approx(ec["confidence"], abs=1e-9)
+
+
+def test_it_loads_old_models_through_the_shim_and_pickles_new_ones_under_their_new_module(monkeypatch):
+    import sys
+
+    from annotate.suggestions.local_model import model_dumps, model_loads
+
+    blob = (DATA / f"local-model-{BEFORE}.joblib").read_bytes()
+    model = model_loads(blob)
+    assert type(model).__module__ == "annotate.suggestions.local_model"
+    assert b"annotate.suggestions.local_model" in zlib.decompress(model_dumps(model))
+    monkeypatch.setitem(sys.modules, "annotate.suggest_local", None)  # as if the shim were deleted
+    with pytest.raises(ImportError):
+        model_loads(blob)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -125,7 +125,7 @@ def incident_validate(data: IncidentData) -> None:
 
 def _queue_suggestion(study: Study, user, episode: Episode) -> Job | None:
     """Queue a suggestion for the new episode; intake never fails because the suggester cannot run."""
-    from annotate.services.suggestions import suggestion_batch_start
+    from annotate.suggestions.services import suggestion_batch_start
 
     try:
         return suggestion_batch_start(study=study, user=user, episode_ids=[episode.pk])

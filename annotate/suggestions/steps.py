@@ -151,7 +151,7 @@ def suggestions_attribute(*, rows: list, suggester) -> int:
     for doc_id, row in docs.items():
         trace = steps.get(doc_id, [])
         if suggester.backend == "openai":
-            from annotate.llm import trace_attribution
+            from annotate.suggestions.llm import trace_attribution
 
             got = trace_attribution(suggester, title=row.episode.document.title, steps=trace)
             if got["error"]:

@@ -13,8 +13,8 @@ from django.urls import reverse
 from annotate.coding.experiment import SALT
 from annotate.coding.exposure import ExposureRow, exposure_arm, exposure_report
 from annotate.models import Adjudication, Coding, CodingExposure, Suggestion, SuggestionStatus
-from annotate.services.suggestions import suggestions_make
 from annotate.studies.services import membership_set
+from annotate.suggestions.services import suggestions_make
 from conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

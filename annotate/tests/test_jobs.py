@@ -17,7 +17,7 @@ from annotate.jobs import registry
 from annotate.jobs import runner as jobs
 from annotate.jobs.runner import LeaseLost, job_checkpoint_save, job_claim, job_run, jobs_tend
 from annotate.models import Document, Episode, Job, JobStatus, Suggestion
-from annotate.services.suggestions import suggestion_batch_start
+from annotate.suggestions.services import suggestion_batch_start
 
 
 class WorkerDied(BaseException):
@@ -223,7 +223,7 @@ def test_a_worker_that_lost_its_lease_cannot_commit_its_work(study, sent):
 def test_a_killed_suggestion_batch_resumes_without_redoing_work_or_passing_its_limit(
     study, alice, make_episode, monkeypatch, sent
 ):
-    from annotate.services import suggestions
+    from annotate.suggestions import services as suggestions
 
     for i in range(30):
         make_episode(study, body=f"Episode {i}: the tool call timed out after 30 s and the agent gave up.")

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 
 from annotate.models import Adjudication, Episode, SuggesterAudit, Suggestion
-from annotate.suggest_audit import db_snapshot, foreign_script, suggester_audit
-from annotate.suggest_base import Answer, Candidate, codebook_spec
-from annotate.suggest_local import LocalSuggester
+from annotate.suggestions.audit import db_snapshot, foreign_script, suggester_audit
+from annotate.suggestions.base import Answer, Candidate, codebook_spec
+from annotate.suggestions.local import LocalSuggester
 from bench.suggest_eval_set import eval_rows
 
 pytestmark = pytest.mark.django_db
@@ -104,7 +104,9 @@ class _FirstTypes(LocalSuggester):
 def test_it_fails_a_suggester_that_forces_the_first_codebook_types(study, make_episode, codes, alice, monkeypatch):
     _labelled_study(study, make_episode, codes, alice, _dev_rows(24))
     wrong = _FirstTypes(codebook_spec(study.codebook))
-    monkeypatch.setattr("annotate.suggest_local.local_fit_predict", lambda spec, train, test: wrong.suggest_texts(test))
+    monkeypatch.setattr(
+        "annotate.suggestions.local.local_fit_predict", lambda spec, train, test: wrong.suggest_texts(test)
+    )
     report = suggester_audit(study=study, backend="local", sample=3, suggester=wrong)
     by = {c.number: c for c in report.checks}
     assert by[1].passed is False and any("calibration error" in f for f in by[1].failures)

@@ -9,10 +9,11 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from annotate.jobs.runner import job_run
-from annotate.llm import LLMConfigError, LLMSuggester, answer_validate, prompt_version_for
 from annotate.models import Job, JobStatus, Suggestion, SuggestionStatus
-from annotate.services.suggestions import suggestion_batch_start, suggestions_make
-from annotate.suggest_base import cache_key, codebook_spec, episode_text, reading
+from annotate.suggestions.base import cache_key, codebook_spec, episode_text, reading
+from annotate.suggestions.llm import LLMConfigError, LLMSuggester
+from annotate.suggestions.prompts import answer_validate, prompt_version_for
+from annotate.suggestions.services import suggestion_batch_start, suggestions_make
 from annotate.tests.llm_server import FakeLLMServer
 
 BODY = "The agent hit 429 Too Many Requests from the provider and gave up after one try."
@@ -253,7 +254,7 @@ def test_it_changes_the_prompt_version_with_the_codebook(codebook):
 
 
 def test_the_audit_runs_against_the_llm_writes_nothing_and_the_cache_sends_nothing_twice(llm, study, make_episode):
-    from annotate.suggest_audit import db_snapshot, suggester_audit
+    from annotate.suggestions.audit import db_snapshot, suggester_audit
 
     for i in range(3):
         make_episode(study, body=f"{BODY} Run {i}.")
@@ -338,11 +339,11 @@ def test_the_examples_are_part_of_the_prompt_version_and_cache_key(llm, study, m
 
 
 def test_the_examples_are_trimmed_to_the_token_budget(llm, study, make_episode, settings, adjudicated):
-    from annotate.llm import estimate_tokens, user_message
+    from annotate.suggestions.prompts import estimate_tokens, user_message
 
     spec = codebook_spec(study.codebook)
     probe = LLMSuggester(spec, client=object(), token_budget=10**6)
-    from annotate.services.suggestions import adjudicated_examples
+    from annotate.suggestions.services import adjudicated_examples
 
     probe = LLMSuggester(spec, client=object(), token_budget=10**6, examples=adjudicated_examples(study))
     full = probe.messages(BODY, "Provider throttles us")

@@ -16,14 +16,15 @@ from django.utils import timezone
 from annotate.coding.services import CodingValues, coding_save
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus, LocalModel, Suggestion, SuggestionStatus
-from annotate.services.suggestions import (
+from annotate.suggestions.base import cache_key, codebook_spec, codebook_spec_from_data, episode_text, reading
+from annotate.suggestions.codebook_index import text_vectors
+from annotate.suggestions.local import COLD_MODEL, LocalSuggester
+from annotate.suggestions.services import (
     local_retrain_start,
     suggestion_batch_start,
     suggestion_reject,
     suggestions_make,
 )
-from annotate.suggest_base import cache_key, codebook_spec, codebook_spec_from_data, episode_text, reading
-from annotate.suggest_local import COLD_MODEL, LocalSuggester, text_vectors
 
 RATE_LIMIT = (
     "The agent kept calling the search API and got HTTP 429 Too Many Requests. "
@@ -128,7 +129,7 @@ def test_it_trains_on_final_labels_once_there_are_enough_and_scores_labelled_epi
     model = LocalModel.objects.get()
     assert model.n_train == 12 and result["trained_on"] == 12 and len(bytes(model.blob)) > 1000
     assert result["model"] == f"linear-{model.pk}" and Suggestion.objects.filter(model=result["model"]).count() == 13
-    from annotate.services.suggestions import local_model_current
+    from annotate.suggestions.services import local_model_current
 
     trained = local_model_current(study)
     assert set(trained.oof) == {e.pk for e in labelled}
@@ -145,7 +146,7 @@ def test_it_trains_on_final_labels_once_there_are_enough_and_scores_labelled_epi
 def test_a_refresh_with_few_new_labels_keeps_the_model_without_reading_the_study(
     study, make_episode, bob, codes, settings, django_assert_max_num_queries
 ):
-    from annotate.services.suggestions import labels_upper_bound, local_model_refresh, training_examples
+    from annotate.suggestions.services import labels_upper_bound, local_model_refresh, training_examples
 
     settings.FAULTLINE_LOCAL_MIN_LABELS = 12
     settings.FAULTLINE_LOCAL_RETRAIN_EVERY_S = 0
@@ -168,7 +169,7 @@ def test_a_refresh_with_few_new_labels_keeps_the_model_without_reading_the_study
 def test_a_batch_retrains_at_most_once_per_interval(study, make_episode, bob, codes, settings):
     from datetime import timedelta
 
-    from annotate.services.suggestions import local_model_refresh
+    from annotate.suggestions.services import local_model_refresh
 
     settings.FAULTLINE_LOCAL_MIN_LABELS = 10
     settings.FAULTLINE_LOCAL_RETRAIN_EVERY_S = 300
@@ -183,7 +184,7 @@ def test_a_batch_retrains_at_most_once_per_interval(study, make_episode, bob, co
 def test_the_label_bound_counts_disagreements_and_adjudications_so_it_never_undercounts(
     study, make_episode, alice, bob, codes
 ):
-    from annotate.services.suggestions import labels_upper_bound, training_examples
+    from annotate.suggestions.services import labels_upper_bound, training_examples
 
     def values(failure_type):
         return CodingValues(

@@ -10,10 +10,7 @@ import pytest
 from django.conf import settings
 
 from annotate.models import Suggestion
-from annotate.services.suggestions import suggestions_make
-from annotate.suggest_base import codebook_spec
-from annotate.suggest_local import DECLINED_LANGUAGE, LocalSuggester
-from annotate.suggest_text import (
+from annotate.suggestions._text import (
     claim_spans,
     clean_report,
     english_rendering,
@@ -24,6 +21,9 @@ from annotate.suggest_text import (
     reads_as_english,
     template_wrap,
 )
+from annotate.suggestions.base import codebook_spec
+from annotate.suggestions.local import DECLINED_LANGUAGE, LocalSuggester
+from annotate.suggestions.services import suggestions_make
 from annotate.tests.report_texts import CHINESE, MAX_ITERATIONS, PAIRS, RATE_EN, SHORT_LOOP, TEMPLATED_SHORT_LOOP
 
 TRACEBACK_REPORT = """### Describe the bug

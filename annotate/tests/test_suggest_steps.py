@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 
 from annotate.models import Episode, Suggestion, TraceStep
-from annotate.services.suggestions import suggestions_make
+from annotate.suggestions.services import suggestions_make
 from annotate.suggestions.steps import LOCAL_RULE, RULES, suggest_step
 from annotate.tests.llm_server import FakeLLMServer
 from annotate.traces.parsed import Step

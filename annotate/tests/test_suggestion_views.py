@@ -8,7 +8,7 @@ import pytest
 
 from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding, Job, Suggestion, SuggestionStatus
-from annotate.services.suggestions import suggestions_make
+from annotate.suggestions.services import suggestions_make
 from conftest import PASSWORD
 
 BODY = (

@@ -92,7 +92,7 @@ def test_a_long_quote_is_cut_at_a_word_boundary():
 
 
 def test_local_evidence_sentences_do_not_split_file_names_or_versions():
-    from annotate.suggest_text import claim_spans
+    from annotate.suggestions._text import claim_spans
 
     text = "The agent edited CHANGELOG.md, and ran the suite. Then v1.2.3 broke the build again."
     sentences = [text[s.start : s.end] for s in claim_spans(text)]
@@ -102,8 +102,8 @@ def test_local_evidence_sentences_do_not_split_file_names_or_versions():
 def test_llm_evidence_is_widened_to_whole_words(codebook):
     import json
 
-    from annotate.llm import answer_validate
-    from annotate.suggest_base import codebook_spec
+    from annotate.suggestions.base import codebook_spec
+    from annotate.suggestions.prompts import answer_validate
 
     text = "The agent edited CHANGELOG.md, and ran the tests without asking."
     candidate = {"failure_type": "TUS-06", "source": "agent_design", "stage": "iterative_execution",

@@ -14,16 +14,16 @@ from annotate.access import study_view
 from annotate.coding.experiment import exposure_offer, study_exposure_report, suggestions_wait_for_choice
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Coding, Episode, Study, Suggestion
-from annotate.services.suggestions import (
+from annotate.suggestions.base import codebook_spec
+from annotate.suggestions.quality import suggestion_quality
+from annotate.suggestions.selectors import latest_audits
+from annotate.suggestions.services import (
     default_backend,
     local_retrain_start,
     suggester_audit_start,
     suggestion_batch_start,
     suggestion_reject,
 )
-from annotate.suggest_base import codebook_spec
-from annotate.suggest_quality import suggestion_quality
-from annotate.suggestion_selectors import latest_audits
 
 
 def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:

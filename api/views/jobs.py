@@ -115,7 +115,7 @@ class SuggestStart(APIView):
         responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
     )
     def post(self, request: Request, slug: str) -> Response:
-        from annotate.services.suggestions import suggestion_batch_start
+        from annotate.suggestions.services import suggestion_batch_start
 
         serializer = SuggestRequestSerializer(data=request.data, context={"study": request.study})
         serializer.is_valid(raise_exception=True)

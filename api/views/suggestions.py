@@ -9,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.coding.experiment import study_exposure_report
-from annotate.suggest_quality import suggestion_quality
-from annotate.suggestion_selectors import audit_as_dict, latest_audits
+from annotate.suggestions.quality import suggestion_quality
+from annotate.suggestions.selectors import audit_as_dict, latest_audits
 from api.permissions import StudyMember
 
 

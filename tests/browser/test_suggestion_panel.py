@@ -11,7 +11,7 @@ def demo(codebook, settings):
     from django.contrib.auth import get_user_model
 
     from annotate.demo import demo_build
-    from annotate.services.suggestions import suggestions_make
+    from annotate.suggestions.services import suggestions_make
     from conftest import PASSWORD
 
     settings.OPENAI_API_KEY = ""  # no key: the local backend, as `make run` does

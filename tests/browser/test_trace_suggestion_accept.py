@@ -42,7 +42,7 @@ def test_it_fills_the_local_suggesters_step_and_agent_when_a_is_pressed(
     page, live_server, login, shot, study, bob, settings
 ):
     from annotate.models import Suggestion
-    from annotate.services.suggestions import suggestions_make
+    from annotate.suggestions.services import suggestions_make
     from annotate.traces.services import import_traces
 
     settings.OPENAI_API_KEY = ""  # the local backend, which proposes a step and an agent for traces

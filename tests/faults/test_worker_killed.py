@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import Count
 
 from annotate.models import Document, Episode, Job, JobStatus, Suggestion
-from annotate.services.suggestions import CHUNK
+from annotate.suggestions.services import CHUNK
 from annotate.tests.llm_server import FakeLLMServer
 from tests.faults.conftest import app_env, kill_whole, wait_for
 

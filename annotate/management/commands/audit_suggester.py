@@ -5,9 +5,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.imports.cli import study_or_error
-from annotate.llm import LLMConfigError
-from annotate.services.suggestions import suggester_audit_record
-from annotate.suggest_audit import suggester_audit
+from annotate.suggestions.audit import suggester_audit
+from annotate.suggestions.llm import LLMConfigError
+from annotate.suggestions.services import suggester_audit_record
 
 
 class Command(BaseCommand):

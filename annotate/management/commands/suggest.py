@@ -3,8 +3,8 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from annotate.imports.cli import study_or_error
-from annotate.llm import LLMConfigError
-from annotate.services.suggestions import default_backend, suggestions_make
+from annotate.suggestions.llm import LLMConfigError
+from annotate.suggestions.services import default_backend, suggestions_make
 
 
 class Command(BaseCommand):

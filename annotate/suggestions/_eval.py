@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from annotate.suggest_base import AXES, Answer
+from annotate.suggestions.base import AXES, Answer
 from lib.stats.intervals import wilson
 
 NAF = "__not_a_failure__"

@@ -11,7 +11,6 @@ twice, and a retried batch updates its failed rows instead of adding rows.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from functools import lru_cache
@@ -24,8 +23,6 @@ from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
 from annotate.coding.labels import final_labels
-from annotate.imports.hooks import on_imported
-from annotate.jobs.registry import job_handler
 from annotate.jobs.runner import job_checkpoint_save, job_start
 from annotate.models import (
     Adjudication,
@@ -40,11 +37,9 @@ from annotate.models import (
     SuggestionBackend,
     SuggestionStatus,
 )
-from annotate.suggest_base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
+from annotate.suggestions.base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
 from annotate.suggestions.steps import suggestions_attribute
 from taxonomy.models import AxisValue, FailureType
-
-log = logging.getLogger(__name__)
 
 KEEP_MODELS = 3
 
@@ -98,7 +93,7 @@ def local_retrain_start(*, study: Study, user) -> Job:
 def _load_local_model(pk: int, trained_at):
     """Unpickle a stored model. The cache key has its training time too: SQLite can hand a rolled-back
     row's id out again, and a model cached inside a failed job must not stand in for the new one."""
-    from annotate.suggest_local import model_loads
+    from annotate.suggestions.local_model import model_loads
 
     blob = LocalModel.objects.values_list("blob", flat=True).get(pk=pk)
     model = model_loads(blob)
@@ -115,7 +110,7 @@ def local_model_current(study: Study):
 
 def adjudicated_examples(study: Study, limit: int = 2000) -> list:
     """The study's adjudicated episodes with their final codes: the LLM's few-shot pool (newest `limit`)."""
-    from annotate.llm import FewShot
+    from annotate.suggestions.prompts import FewShot
 
     rows = (
         Adjudication.objects.filter(episode__study=study, needs_new_type=False)
@@ -141,10 +136,10 @@ def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = Non
     """The configured suggester of `backend` for the study's codebook."""
     spec = spec or codebook_spec(study.codebook)
     if backend == SuggestionBackend.OPENAI:
-        from annotate.llm import LLMSuggester
+        from annotate.suggestions.llm import LLMSuggester
 
         return LLMSuggester(spec, study_id=study.pk, examples=adjudicated_examples(study))
-    from annotate.suggest_local import LocalSuggester
+    from annotate.suggestions.local import LocalSuggester
 
     return LocalSuggester(spec, local_model_current(study))
 
@@ -412,7 +407,7 @@ def suggestion_reject(*, suggestion: Suggestion, user) -> Suggestion:
 
 def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
     """The study's final labels (annotate.labels) as training examples, in episode order."""
-    from annotate.suggest_local import TrainingExample
+    from annotate.suggestions.local_model import TrainingExample
 
     type_code = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
     axis_code = dict(AxisValue.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
@@ -439,7 +434,7 @@ def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
 
 def local_model_train(*, study: Study, job: Job | None = None, examples: list | None = None) -> LocalModel:
     """Train the study's local model on its final labels and store it (refuses below the minimum)."""
-    from annotate.suggest_local import model_dumps, model_train
+    from annotate.suggestions.local_model import model_dumps, model_train
 
     spec = codebook_spec(study.codebook)
     examples = examples if examples is not None else training_examples(study, spec)
@@ -516,50 +511,3 @@ def suggester_audit_start(*, study: Study, user, backend: str | None = None) -> 
     backend = backend or default_backend()
     _check_backend(backend)
     return job_start(kind="audit", study=study, user=user, params={"backend": backend})
-
-
-@job_handler("audit")
-def job_audit(*, job: Job, progress) -> dict[str, Any]:
-    """Job handler: audit the study's suggester and record the result."""
-    from annotate.suggest_audit import suggester_audit
-
-    progress(0, 1)
-    report = suggester_audit(study=job.study, backend=(job.params or {}).get("backend") or default_backend())
-    row = suggester_audit_record(study=job.study, report=report, user=job.created_by)
-    progress(1, 1)
-    return {"audit": row.pk, "passed": report.passed, "n_labels": report.n_labels}
-
-
-@job_handler("suggest")
-def job_suggest(*, job: Job, progress) -> dict[str, Any]:
-    """Job handler: a suggestion batch."""
-    params = job.params or {}
-    return suggestions_make(
-        study=job.study,
-        backend=params.get("backend") or default_backend(),
-        episode_ids=params.get("episode_ids"),
-        limit=params.get("limit"),
-        job=job,
-        progress=progress,
-    )
-
-
-@job_handler("retrain")
-def job_retrain(*, job: Job, progress) -> dict[str, Any]:
-    """Job handler: retrain the study's local model."""
-    progress(0, 1)
-    row = local_model_train(study=job.study, job=job)
-    progress(1, 1)
-    return {"local_model": row.pk, "n_train": row.n_train, "trained_at": row.trained_at.isoformat()}
-
-
-@on_imported
-def suggestions_after_import(*, job) -> dict[str, Any]:
-    """After an import that created episodes: queue suggestions for the new ones, if the study asks for it."""
-    if not job.study.suggest_on_import:
-        return {}
-    try:
-        return {"suggestion_job": suggestion_batch_start(study=job.study, user=job.created_by).pk}
-    except Exception:  # a missing key or a broker hiccup must not undo a finished import
-        log.warning("could not queue suggestions after import job %s", job.pk, exc_info=True)
-        return {"suggestion_job": None}

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from annotate.suggest_eval import LabelledText, predicted
+from annotate.suggestions._eval import LabelledText, predicted
 
 START = 10
 STEP = 5
@@ -25,7 +25,7 @@ SEED = 7
 
 
 def _accuracy(spec, train: list[LabelledText], test: list[LabelledText]) -> float:
-    from annotate.suggest_local import local_fit_predict
+    from annotate.suggestions.local import local_fit_predict
 
     answers = local_fit_predict(spec, train, test)
     return float(
@@ -34,7 +34,7 @@ def _accuracy(spec, train: list[LabelledText], test: list[LabelledText]) -> floa
 
 
 def _uncertainty_order(spec, train: list[LabelledText], pool: list[LabelledText]) -> list[int]:
-    from annotate.suggest_local import local_fit_predict
+    from annotate.suggestions.local import local_fit_predict
 
     answers = local_fit_predict(spec, train, pool)
     conf = [predicted(a)[2] or 0.0 for a in answers]

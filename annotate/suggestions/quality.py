@@ -25,7 +25,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from annotate.coding.labels import final_labels
 from annotate.models import Coding, Study, Suggestion, SuggestionStatus
-from annotate.suggest_base import AXES
+from annotate.suggestions.base import AXES
 from taxonomy.models import AxisValue, FailureType
 
 NAF = "(not a failure)"

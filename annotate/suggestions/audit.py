@@ -39,10 +39,10 @@ from django.db import connection, transaction
 
 from annotate.coding.labels import final_labels
 from annotate.models import Episode, Study, Suggestion, SuggestionBackend
-from annotate.services.suggestions import episodes_to_suggest, suggester_for, suggestions_make
-from annotate.suggest_base import codebook_spec, episode_text
-from annotate.suggest_eval import NAF, LabelledText, Measurement, audit_folds, cross_validate, predicted
-from annotate.suggest_text import TEMPLATE_ONLY, template_wrap
+from annotate.suggestions._eval import NAF, LabelledText, Measurement, audit_folds, cross_validate, predicted
+from annotate.suggestions._text import TEMPLATE_ONLY, template_wrap
+from annotate.suggestions.base import codebook_spec, episode_text
+from annotate.suggestions.services import episodes_to_suggest, suggester_for, suggestions_make
 from taxonomy.models import AxisValue, FailureType
 
 IRRELEVANT = (
@@ -137,7 +137,7 @@ def labelled_items(study: Study, spec) -> list[LabelledText]:
 def _fit_predict_for(backend: str, spec, study: Study, suggester):
     """How one fold is scored: a model trained on the fold's training labels only."""
     if backend == SuggestionBackend.LOCAL:
-        from annotate.suggest_local import local_fit_predict
+        from annotate.suggestions.local import local_fit_predict
 
         return lambda train, test: local_fit_predict(spec, train, test)
 

@@ -1,0 +1,231 @@
+"""What the LLM suggester sends and accepts: the answer schema, the system prompt built from the codebook, few-shot
+examples within a token budget, and the validation that keeps an answer inside the codebook. No network here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from annotate.coding.evidence import quote_whole_words
+from annotate.suggestions.base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec
+
+PROMPT_TEMPLATE_VERSION = "2"
+MAX_PROMPT_TEXT_CHARS = 24_000
+MAX_SHOTS, MIN_SHOTS = 5, 3
+MAX_SHOT_CHARS = 2_000
+CHARS_PER_TOKEN = 4  # a conservative estimate for English prose and code; the budget is a cap, not a bill
+
+
+# --- prompt and schema ---------------------------------------------------------------------------
+
+
+def answer_schema(spec: CodebookSpec) -> dict:
+    """The JSON schema of an answer, with the codebook's codes as enums (strict-mode compatible)."""
+    candidate = {
+        "type": "object",
+        "properties": {
+            "failure_type": {"type": "string", "enum": list(spec.type_codes)},
+            **{axis: {"type": "string", "enum": list(spec.axis_codes(axis))} for axis in AXES},
+            "confidence": {"type": "number", "description": "0 to 1"},
+            "rationale": {"type": "string"},
+            "evidence": {"type": "string", "description": "a verbatim quote from the episode text"},
+        },
+        "required": ["failure_type", *AXES, "confidence", "rationale", "evidence"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "not_a_failure": {"type": "boolean"},
+            "candidates": {"type": "array", "items": candidate, "description": f"up to {MAX_CANDIDATES}, best first"},
+        },
+        "required": ["not_a_failure", "candidates"],
+        "additionalProperties": False,
+    }
+
+
+def system_prompt(spec: CodebookSpec) -> str:
+    """The instructions and the whole codebook, as the model reads them."""
+    lines = [
+        "You code failure episodes of LLM-agent workflows against a failure taxonomy "
+        f"(codebook {spec.label}). Read the episode text and answer with JSON only.",
+        "",
+        'Answer shape: {"not_a_failure": bool, "candidates": [...]} with up to '
+        f"{MAX_CANDIDATES} candidates, best first. Each candidate names one failure_type, one source, "
+        "one stage and one capability (codes below, exactly as written), a confidence from 0 to 1, "
+        "a rationale naming the indicators you saw, and evidence: a short quote copied verbatim "
+        "(character for character) from the episode text. Use an empty string when nothing can be quoted.",
+        "Set not_a_failure to true (candidates may then be empty) when the text reports no failure "
+        "of an agent workflow, e.g. a question, a feature request or a closed-as-user-error note.",
+        "",
+        "## Axes",
+    ]
+    for axis in AXES:
+        lines.append(f"### {axis}")
+        lines += [f"- {v.code}: {v.name}. {v.definition}" for v in spec.axes[axis]]
+    lines += ["", "## Failure types"]
+    for t in spec.types:
+        lines.append(f"### {t.code} {t.name} ({t.category})")
+        lines.append(f"Definition: {t.definition}")
+        if t.indicators:
+            lines.append("Indicators: " + "; ".join(t.indicators))
+        lines.append(f"Example: {t.example}")
+        lines.append(
+            f"Typical: source {t.typical_source}; stages {', '.join(t.typical_stages)}; "
+            f"capabilities {', '.join(t.typical_capabilities)}"
+        )
+    if spec.rules:
+        lines += ["", "## Decision rules for boundary cases"]
+        lines += [f"- {r.rule_id} ({', '.join(r.applies_to)}): {r.rule}" for r in spec.rules]
+    return "\n".join(lines)
+
+
+def user_message(text: str, title: str = "") -> str:
+    if len(text) > MAX_PROMPT_TEXT_CHARS:
+        text = text[:MAX_PROMPT_TEXT_CHARS] + "\n[... truncated]"
+    head = f"Title (context only; do not quote it): {title}\n\n" if title else ""
+    return f"{head}Episode text:\n<<<\n{text}\n>>>"
+
+
+@dataclass(frozen=True)
+class FewShot:
+    """An adjudicated episode of the study, shown to the model with its final codes."""
+
+    key: int  # the episode id (an episode is never its own example)
+    title: str
+    text: str
+    failure_type: str | None  # None for "not a failure"
+    source: str | None = None
+    stage: str | None = None
+    capability: str | None = None
+
+    def answer(self) -> str:
+        if self.failure_type is None:
+            return json.dumps({"not_a_failure": True, "candidates": []})
+        cand = {
+            "failure_type": self.failure_type, "source": self.source, "stage": self.stage,
+            "capability": self.capability, "confidence": 1.0,
+            "rationale": "The study's adjudicated codes for this episode.", "evidence": "",
+        }  # fmt: skip
+        return json.dumps({"not_a_failure": False, "candidates": [cand]})
+
+
+def examples_fingerprint(examples: Sequence[FewShot]) -> str:
+    """What the example pool is: each example's episode, codes and text (any change gives a new prompt_version)."""
+    h = hashlib.sha256()
+    for e in sorted(examples, key=lambda x: x.key):
+        h.update(json.dumps([e.key, e.failure_type, e.source, e.stage, e.capability, e.title, e.text]).encode())
+    return h.hexdigest()
+
+
+def prompt_version_for(spec: CodebookSpec, examples: Sequence[FewShot] = (), token_budget: int = 0) -> str:
+    """sha256 of everything that shapes the request except the episode: prompt, schema, examples, budget."""
+    payload = json.dumps(
+        {
+            "v": PROMPT_TEMPLATE_VERSION,
+            "system": system_prompt(spec),
+            "schema": answer_schema(spec),
+            "examples": examples_fingerprint(examples) if examples else "",
+            "budget": token_budget if examples else 0,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def estimate_tokens(*texts: str) -> int:
+    return sum(len(t) for t in texts) // CHARS_PER_TOKEN + 1
+
+
+class ShotPicker:
+    """The nearest examples to a text by TF-IDF cosine (fitted on the pool), trimmed to a token budget."""
+
+    def __init__(self, examples: Sequence[FewShot]):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.preprocessing import normalize
+
+        self.examples = tuple(examples)
+        self._normalize = normalize
+        self.vectorizer = None
+        if self.examples:
+            docs = [f"{e.title}\n{e.text}" for e in self.examples]
+            self.vectorizer = TfidfVectorizer(stop_words="english", ngram_range=(1, 2), sublinear_tf=True).fit(docs)
+            self.matrix = normalize(self.vectorizer.transform(docs))
+
+    def pick(self, text: str, title: str, *, exclude: int | None, room_tokens: int) -> list[FewShot]:
+        """Up to MAX_SHOTS examples, nearest first, as many as fit in `room_tokens` (possibly fewer than 3)."""
+        if self.vectorizer is None:
+            return []
+        q = self._normalize(self.vectorizer.transform([f"{title}\n{text}"]))
+        sims = (self.matrix @ q.T).toarray().ravel()
+        order = [int(i) for i in np.argsort(-sims, kind="stable") if self.examples[i].key != exclude]
+        chosen = [self.examples[i] for i in order[:MAX_SHOTS]]
+        while chosen and sum(estimate_tokens(_shot_user(e), e.answer()) for e in chosen) > room_tokens:
+            chosen.pop()  # the farthest goes first
+        return chosen
+
+
+def _shot_user(e: FewShot) -> str:
+    text = e.text if len(e.text) <= MAX_SHOT_CHARS else e.text[:MAX_SHOT_CHARS] + "\n[... truncated]"
+    return user_message(text, e.title)
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def answer_validate(spec: CodebookSpec, text: str, content: str | None) -> Answer:
+    """Check a raw model answer against the codebook and the episode text.
+
+    Unparsable JSON, a wrong shape or a code outside the codebook → an Answer with
+    `error` and no candidates. A quote not found verbatim in `text` is dropped and
+    the answer flagged; the codes stay.
+    """
+    try:
+        data = json.loads(content or "")
+    except (TypeError, ValueError) as exc:
+        return Answer(error=f"invalid JSON from the model: {exc}"[:500])
+    if not isinstance(data, dict) or not isinstance(data.get("candidates", None), list):
+        return Answer(error="answer is not an object with a candidates list")
+    naf = data.get("not_a_failure", False)
+    if not isinstance(naf, bool):
+        return Answer(error="not_a_failure must be true or false")
+    allowed = {"failure_type": set(spec.type_codes), **{axis: set(spec.axis_codes(axis)) for axis in AXES}}
+    candidates, flagged, notes = [], False, []
+    for n, raw in enumerate(data["candidates"][:MAX_CANDIDATES], start=1):
+        if not isinstance(raw, dict):
+            return Answer(error=f"candidate {n} is not an object")
+        for field_name, codes in allowed.items():
+            value = raw.get(field_name)
+            if not isinstance(value, str) or value not in codes:
+                return Answer(error=f"candidate {n}: {field_name} {value!r} is not in the codebook")
+        confidence = raw.get("confidence")
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
+            return Answer(error=f"candidate {n}: confidence {confidence!r} is not a number from 0 to 1")
+        evidence = raw.get("evidence") or ""
+        if not isinstance(evidence, str):
+            return Answer(error=f"candidate {n}: evidence is not a string")
+        if evidence and evidence not in text:
+            flagged = True
+            notes.append(f"candidate {n}: dropped a quote not found in the episode: {evidence[:200]!r}")
+            evidence = ""
+        rationale = raw.get("rationale") or ""
+        candidates.append(
+            Candidate(
+                failure_type=raw["failure_type"],
+                source=raw["source"],
+                stage=raw["stage"],
+                capability=raw["capability"],
+                confidence=round(float(confidence), 4),
+                rationale=str(rationale)[:4000],
+                evidence=quote_whole_words(text, evidence),
+            )
+        )
+    if not candidates and not naf:
+        return Answer(error="the answer has no candidates and does not say it is not a failure")
+    if len(data["candidates"]) > MAX_CANDIDATES:
+        notes.append(f"kept the first {MAX_CANDIDATES} of {len(data['candidates'])} candidates")
+    return Answer(not_a_failure=naf, candidates=tuple(candidates), evidence_flagged=flagged, notes=tuple(notes))
