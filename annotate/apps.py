@@ -7,7 +7,7 @@ from django.db.models.signals import post_migrate
 # Celery tasks (by their pinned names), which the runner and the workers look up by name.
 REGISTERING_MODULES = (
     "annotate.jobs.tasks",
-    "annotate.tasks",
+    "annotate.incidents.tasks",
     "annotate.analysis_tasks",
     "annotate.coding.handlers",
     "annotate.suggestions.handlers",

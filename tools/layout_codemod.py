@@ -44,7 +44,6 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
     "models": [],  # annotate.models stays importable as it was: the package re-exports every model
     "jobs": [
         ("annotate.jobs", ["annotate.jobs.runner", "annotate.jobs.registry"]),
-        ("annotate.tasks", ["annotate.jobs.tasks", "annotate.incidents.tasks"]),
     ],
     "studies": [
         ("annotate.services.studies", ["annotate.studies.services", "annotate.coding.services",
@@ -111,6 +110,7 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
         ("annotate.services.incidents", "annotate.incidents.services"),
         ("annotate.webhooks", "annotate.incidents.webhooks"),
         ("annotate.services.webhooks", "annotate.incidents.webhook_settings"),
+        ("annotate.tasks", "annotate.incidents.tasks"),
     ],
     "analysis": [
         ("annotate.analysis", ["annotate.analysis.arrays", "annotate.analysis.params", "annotate.analysis.documents",
@@ -138,6 +138,14 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
 }  # fmt: skip
 
 MAP: dict[str, str | list[str]] = {old: new for moves in MOVES.values() for old, new in moves}
+
+# Strings that look like dotted paths but are names stored outside the code: Celery task names (pinned with
+# name=..., named by queued messages) are never rewritten.
+PINNED = {
+    "annotate.tasks.run_job",
+    "annotate.tasks.deliver_webhook",
+    *(f"annotate.analysis_tasks.bootstrap_{x}" for x in ("chunk", "combine", "failed", "labels", "scatter")),
+}
 
 
 def module_path(module: str) -> Path:
@@ -325,7 +333,7 @@ def rewrite_strings(source: str) -> str:
         if tok.type != tokenize.STRING:
             continue
         m = STRING.match(tok.string)
-        if not m:
+        if not m or m["path"] in PINNED:
             continue
         hit = split_module(m["path"])
         if not hit:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from annotate.coding.services import CodingValues, coding_save
+from annotate.incidents.services import IncidentArtifact, IncidentData, incident_create
 from annotate.models import Suggestion, TriageEvent
-from annotate.services.incidents import IncidentArtifact, IncidentData, incident_create
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 

@@ -16,9 +16,16 @@ from annotate.access import study_view
 from annotate.coding.forms import CodingForm
 from annotate.coding.selectors import codebook_picker
 from annotate.coding.services import CodingConflict, EpisodeFull, coding_save
-from annotate.incidents import AGES, STATUS_FILTERS, BoardFilters, incident_board, responsibilities, similar_incidents
+from annotate.incidents.selectors import (
+    AGES,
+    STATUS_FILTERS,
+    BoardFilters,
+    incident_board,
+    responsibilities,
+    similar_incidents,
+)
+from annotate.incidents.services import SEVERITIES, incident_move
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
-from annotate.services.incidents import SEVERITIES, incident_move
 from annotate.traces.selectors import has_steps, trace_window
 from annotate.views.coding import episode_text
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from annotate.incidents import services as svc
 from annotate.models import Artifact, Document, TriageEvent, TriageStatus
-from annotate.services import incidents as svc
 
 
 class ArtifactInSerializer(serializers.Serializer):

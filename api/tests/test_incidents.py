@@ -206,7 +206,7 @@ def test_a_wrong_secret_fails_every_attempt_and_records_each(
 
 
 def test_backoff_doubles(settings):
-    from annotate.webhooks import webhook_backoff
+    from annotate.incidents.webhooks import webhook_backoff
 
     settings.FAULTLINE_WEBHOOK_BACKOFF_S = 30
     assert [webhook_backoff(n) for n in (1, 2, 3)] == [30, 60, 120]

@@ -104,7 +104,7 @@ def test_unknown_filter_codes_are_field_errors(as_user, alice, many):
 )
 def test_list_query_counts_do_not_grow_with_rows(as_user, alice, many, codebook, url, queries):
     """Token lookup, membership, the page (and prefetches): a fixed number, however many rows."""
-    from annotate.services.incidents import IncidentArtifact, IncidentData, incident_create
+    from annotate.incidents.services import IncidentArtifact, IncidentData, incident_create
 
     for n in range(3):
         incident_create(

@@ -35,7 +35,7 @@ def _post(client, url, kind, episode_id=None):
 
 @pytest.fixture
 def incident(study, bob):
-    from annotate.services.incidents import IncidentData, incident_create
+    from annotate.incidents.services import IncidentData, incident_create
 
     return incident_create(
         study=study, user=bob, data=IncidentData(service="checkout-agent", title="Refund loop", description="x")
@@ -121,7 +121,7 @@ def _ids(payload):
 
 
 def test_no_list_leaks_another_studys_rows(as_user, alice, study, coded, charlies_rows, other_study, charlie):
-    from annotate.services.incidents import IncidentData, incident_create
+    from annotate.incidents.services import IncidentData, incident_create
 
     secret = incident_create(
         study=other_study, user=charlie, data=IncidentData(service="s", title="secret", description="d")

@@ -11,8 +11,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from annotate.incidents.services import SEVERITIES, incident_create, incident_move
 from annotate.models import Document, TriageStatus
-from annotate.services.incidents import SEVERITIES, incident_create, incident_move
 from api import selectors
 from api.permissions import study_membership
 from api.serializers.incidents import (

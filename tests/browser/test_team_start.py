@@ -131,8 +131,8 @@ def shot_page(page, name):
 
 
 def test_a_triager_codes_an_incident_from_the_board(page, live_server, login, shot, study, bob, media):
+    from annotate.incidents.services import IncidentData, incident_create
     from annotate.models import Coding, Suggestion
-    from annotate.services.incidents import IncidentData, incident_create
 
     made = incident_create(
         study=study, user=bob,

@@ -14,8 +14,8 @@ import pytest
 from django.db import DataError
 
 from annotate.imports.services import import_file
+from annotate.incidents.services import IncidentData, incident_create
 from annotate.models import Document, Job
-from annotate.services.incidents import IncidentData, incident_create
 
 BAD = re.compile("[\x00\ud800-\udfff]")
 NUL, LONE = "\x00", "\ud800"

@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from annotate.incidents.webhooks import webhook_attempt
 from annotate.models import Study, WebhookDelivery
-from annotate.webhooks import webhook_attempt
 
 SETTINGS_URL = "/studies/alpha/settings/webhook/"
 
@@ -153,7 +153,7 @@ def test_delivery_checks_the_address_again(study, receiver, settings, monkeypatc
         return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", fake_dns)
-    from annotate.services.webhooks import study_webhook_set
+    from annotate.incidents.webhook_settings import study_webhook_set
 
     secret = study_webhook_set(study=study, url=f"http://hooks.example.test:{port}/in")
     assert secret

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -39,6 +40,8 @@ from django.utils import timezone
 from annotate.models import Document, Study, WebhookDelivery
 
 log = logging.getLogger(__name__)
+# The delivery task (annotate/incidents/tasks.py), looked up by its pinned name: that module imports this one.
+DELIVER_WEBHOOK = "annotate.tasks.deliver_webhook"
 
 USER_AGENT = "Faultline-Webhooks/1"
 KEEP_ANSWER_BYTES = 500
@@ -183,10 +186,8 @@ def webhook_event_send(*, study: Study, document: Document | None, event: str, p
     }  # fmt: skip
 
     def enqueue() -> None:
-        from annotate.tasks import deliver_webhook
-
         try:
-            deliver_webhook.apply_async(kwargs=args)
+            current_app.tasks[DELIVER_WEBHOOK].apply_async(kwargs=args)
         except Exception:  # kombu raises several transport-specific errors; all mean "not sent"
             log.warning("could not enqueue webhook %s for study %s", event_id, study.slug, exc_info=True)
 

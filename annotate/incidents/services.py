@@ -226,14 +226,14 @@ def incident_move(*, document: Document, user, to_status: str, assignee=None, no
         document=current, actor=user, from_status=from_status, to_status=to_status, assignee=assignee, note=note
     )
     if to_status == TriageStatus.TRIAGED and study.webhook_url:
-        from annotate.webhooks import webhook_event_send
+        from annotate.incidents.webhooks import webhook_event_send
 
         webhook_event_send(study=study, document=current, event="incident.triaged", payload=_event(current, event))
     return event
 
 
 def _event(document: Document, event: TriageEvent) -> dict[str, Any]:
-    from annotate.incidents import responsibilities
+    from annotate.incidents.selectors import responsibilities
 
     r = responsibilities(document.study, [document])[document.pk]
     return {

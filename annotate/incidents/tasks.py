@@ -12,7 +12,7 @@ def deliver_webhook(
     """One delivery attempt; a failed one is retried with exponential backoff up to the configured attempts."""
     from django.conf import settings
 
-    from annotate.webhooks import webhook_attempt, webhook_backoff
+    from annotate.incidents.webhooks import webhook_attempt, webhook_backoff
 
     delivery = webhook_attempt(
         study_id=study_id, document_id=document_id, event=event, event_id=event_id, payload=payload, attempt=attempt

@@ -7,8 +7,8 @@ import secrets
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from annotate.incidents.webhooks import WebhookRefused, webhook_destination
 from annotate.models import Study
-from annotate.webhooks import WebhookRefused, webhook_destination
 
 SECRET_BYTES = 32
 MAX_URL = 200  # Study.webhook_url is a URLField of Django's default length
