@@ -8,7 +8,8 @@ from django.db.models.signals import post_migrate
 REGISTERING_MODULES = (
     "annotate.jobs.tasks",
     "annotate.incidents.tasks",
-    "annotate.analysis_tasks",
+    "annotate.analysis.tasks",
+    "annotate.analysis.handlers",
     "annotate.coding.handlers",
     "annotate.suggestions.handlers",
     "annotate.imports.handlers",

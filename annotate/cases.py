@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from annotate.attribution import final_attribution
+from annotate.analysis.attribution import final_attribution
 from annotate.coding.labels import resolve_label
 from annotate.coding.selectors import codebook_picker
 from annotate.models import Adjudication, Artifact, Coding, DocumentKind, Episode, Study, TraceStep

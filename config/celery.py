@@ -17,7 +17,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 if not app.conf.broker_url:
     # Eager mode still needs a broker URL for Celery's own bookkeeping; memory:// never connects.
     app.conf.broker_url = "memory://"
-app.autodiscover_tasks()
+# Each package with Celery tasks; AnnotateConfig.ready() imports the same modules in every Django process.
+app.autodiscover_tasks(["annotate.jobs", "annotate.incidents", "annotate.analysis"])
 
 # Celery beat tends the jobs in its own process (config/beat.py, CELERY_BEAT_SCHEDULER); it has no
 # periodic tasks of its own.

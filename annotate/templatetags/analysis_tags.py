@@ -76,6 +76,6 @@ def get(mapping: dict, key: str):
 @register.filter
 def kind_label(kind: str) -> str:
     """github_issue → "GitHub issue": a document kind as readers know it."""
-    from annotate.analysis import KIND_LABELS
+    from annotate.analysis.documents import KIND_LABELS
 
     return KIND_LABELS.get(kind, str(kind).replace("_", " "))

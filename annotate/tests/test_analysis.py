@@ -11,15 +11,10 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.analysis import (
-    Params,
-    agreement_document,
-    analysis_document,
-    codebook_axes,
-    coverage_document,
-    label_arrays,
-    parse_params,
-)
+from annotate.analysis.arrays import codebook_axes, label_arrays
+from annotate.analysis.coders import agreement_document
+from annotate.analysis.documents import analysis_document, coverage_document
+from annotate.analysis.params import Params, parse_params
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus
 from annotate.studies.services import study_create
@@ -325,8 +320,8 @@ def test_a_chunked_bootstrap_is_byte_identical_in_1_or_16_chunks_and_counts_thei
 
 
 def test_the_chunks_work_on_the_labels_the_job_read(paper):
-    from annotate.analysis import label_arrays
-    from annotate.analysis_tasks import labels_pack, labels_unpack
+    from annotate.analysis.arrays import label_arrays
+    from annotate.analysis.bootstrap import labels_pack, labels_unpack
 
     study, _ = paper
     labels = label_arrays(study)
@@ -359,8 +354,8 @@ def test_labels_are_read_by_id_ranges_past_another_studys_episodes(study, other_
 
 @pytest.mark.parametrize("parts", [2, 3, 7])
 def test_labels_read_in_parts_join_into_the_same_arrays(paper, make_episode, parts):
-    from annotate.analysis import codebook_axes, label_arrays, label_id_ranges, label_part, labels_join
-    from annotate.analysis_tasks import labels_pack, labels_unpack
+    from annotate.analysis.arrays import codebook_axes, label_arrays, label_id_ranges, label_part, labels_join
+    from annotate.analysis.bootstrap import labels_pack, labels_unpack
     from annotate.models import Episode
 
     study, _ = paper
@@ -386,8 +381,8 @@ def test_labels_read_in_parts_join_into_the_same_arrays(paper, make_episode, par
 
 
 def test_the_chunks_draw_from_the_count_matrices_the_job_sent(paper):
-    from annotate.analysis import codebook_axes, designs, label_arrays
-    from annotate.analysis_tasks import designs_pack, designs_unpack
+    from annotate.analysis.arrays import codebook_axes, designs, label_arrays
+    from annotate.analysis.bootstrap import designs_pack, designs_unpack
     from lib import stats
 
     study, _ = paper
@@ -407,7 +402,7 @@ def labels_one_by_one(study):
     (labelled episode ids, excluded counts, hold-outs, episodes)."""
     from collections import Counter
 
-    from annotate.analysis import KINDS
+    from annotate.analysis.arrays import KINDS
     from annotate.coding.labels import final_labels
     from annotate.models import Split
 
@@ -451,8 +446,8 @@ def test_labels_read_in_small_chunks_past_another_studys_codings(
     codings and adjudications; the other study's coded episodes interleave with them, one episode has
     an adjudication and no codings, and uncoded ones sit between. Whatever the run length and the
     parts, the arrays are those of reading every label one by one."""
-    from annotate import analysis
-    from annotate.analysis_tasks import labels_pack, labels_unpack
+    from annotate.analysis import arrays as analysis
+    from annotate.analysis.bootstrap import labels_pack, labels_unpack
     from annotate.models import Adjudication, Coding, Episode
 
     rows, others = paper_rows(), paper_rows(3, 4)

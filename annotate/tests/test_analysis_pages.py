@@ -178,7 +178,7 @@ def test_the_study_overview_links_the_analysis_pages(paper, client, vera):
 
 
 def test_a_cell_list_pages_by_keyset(paper, alice):
-    from annotate.analysis import cell_episodes
+    from annotate.analysis.documents import cell_episodes
 
     study = paper
     whole = cell_episodes(study, "literature", "planning", "reasoning")
@@ -194,7 +194,7 @@ def test_a_cell_list_pages_by_keyset(paper, alice):
 
 
 def test_the_cell_page_links_its_next_page(paper, client, alice, monkeypatch):
-    from annotate import analysis
+    from annotate.analysis import documents as analysis
 
     real = analysis.cell_episodes
     monkeypatch.setattr("annotate.views.analysis.cell_episodes", lambda *a, **kw: real(*a, **{**kw, "limit": 2}))

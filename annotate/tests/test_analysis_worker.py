@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from django.db import connection, transaction
 
-from annotate.analysis import Params, analysis_document
+from annotate.analysis.documents import analysis_document
+from annotate.analysis.params import Params
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus
 from annotate.tests.analysis_factory import build, paper_rows

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.utils.html import escape
 
-from annotate.analysis import agreement_document
+from annotate.analysis.coders import agreement_document
 from annotate.coding.adjudication import AdjudicationValues, adjudication_save
 from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Coding, Episode, LabelRule

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from annotate.analysis import _label_part, codebook_axes, label_id_ranges, label_part
+from annotate.analysis.arrays import _label_part, codebook_axes, label_id_ranges, label_part
 from conftest import force_parallel_plans
 from lib.db.plans import serial_plans
 

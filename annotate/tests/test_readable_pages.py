@@ -165,7 +165,7 @@ def test_a_split_coded_document_explains_and_offers_hold_out_or_exclusion(
 
 
 def test_an_excluded_episode_is_left_out_of_analysis_and_counted(paper):
-    from annotate.analysis import label_arrays
+    from annotate.analysis.arrays import label_arrays
     from annotate.models import Episode
 
     before = label_arrays(paper)

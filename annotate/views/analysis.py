@@ -16,23 +16,21 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate import figures
 from annotate.access import study_view
-from annotate.analysis import (
+from annotate.analysis import figures
+from annotate.analysis.arrays import KINDS, codebook_axes
+from annotate.analysis.bootstrap import over_threshold
+from annotate.analysis.coders import agreement_document
+from annotate.analysis.documents import (
     KIND_LABELS,
-    KINDS,
-    ParameterError,
-    agreement_document,
     analysis_document,
     cell_episodes,
-    codebook_axes,
     coverage_document,
     finished_bootstrap,
-    parse_params,
 )
-from annotate.analysis_tasks import over_threshold
+from annotate.analysis.figures import AXIS_NAMES, confusion_rows
+from annotate.analysis.params import ParameterError, parse_params
 from annotate.coding.selectors import codebook_picker
-from annotate.figures import AXIS_NAMES, confusion_rows
 from annotate.jobs.runner import job_start
 from annotate.models import Episode, Job, Study
 from lib import stats

@@ -9,7 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from annotate.analysis import AGREEMENT_B, DEFAULT_B
+from annotate.analysis.coders import AGREEMENT_B
+from annotate.analysis.params import DEFAULT_B
 from lib.stats.bootstrap import CELL_METHOD_NAMES, CELL_METHODS, DEFAULT_CELL_METHOD, MIN_CLUSTERS
 
 # Named once for the OpenAPI schema (settings.SPECTACULAR_SETTINGS ENUM_NAME_OVERRIDES).

@@ -12,16 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.analysis import (
-    ParameterError,
-    agreement_document,
-    analysis_document,
-    codebook_axes,
-    coverage_document,
-    finished_bootstrap,
-    parse_params,
-)
-from annotate.analysis_tasks import over_threshold
+from annotate.analysis.arrays import codebook_axes
+from annotate.analysis.bootstrap import over_threshold
+from annotate.analysis.coders import agreement_document
+from annotate.analysis.documents import analysis_document, coverage_document, finished_bootstrap
+from annotate.analysis.params import ParameterError, parse_params
 from api.permissions import StudyMember
 from api.serializers.analysis import (
     AgreementDocumentSerializer,

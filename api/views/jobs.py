@@ -158,7 +158,8 @@ class AnalysisStart(APIView):
         responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
     )
     def post(self, request: Request, slug: str) -> Response:
-        from annotate.analysis import MAX_B, ParameterError, codebook_axes, parse_params
+        from annotate.analysis.arrays import codebook_axes
+        from annotate.analysis.params import MAX_B, ParameterError, parse_params
 
         serializer = AnalysisRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

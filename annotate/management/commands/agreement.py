@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.analysis import AGREEMENT_B, agreement_document
-from annotate.analysis_text import agreement_text
-from annotate.management.analysis_cli import study_or_error
+from annotate.analysis.cli import study_or_error
+from annotate.analysis.coders import AGREEMENT_B, agreement_document
+from annotate.analysis.text import agreement_text
 
 
 class Command(BaseCommand):

@@ -2,9 +2,11 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.analysis import ParameterError, analysis_document, codebook_axes, parse_params
-from annotate.analysis_text import analysis_text
-from annotate.management.analysis_cli import progress_bar, study_or_error
+from annotate.analysis.arrays import codebook_axes
+from annotate.analysis.cli import progress_bar, study_or_error
+from annotate.analysis.documents import analysis_document
+from annotate.analysis.params import ParameterError, parse_params
+from annotate.analysis.text import analysis_text
 
 
 class Command(BaseCommand):

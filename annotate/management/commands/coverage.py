@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from annotate.analysis import coverage_document
-from annotate.analysis_text import coverage_text
-from annotate.management.analysis_cli import study_or_error
+from annotate.analysis.cli import study_or_error
+from annotate.analysis.documents import coverage_document
+from annotate.analysis.text import coverage_text
 
 
 class Command(BaseCommand):

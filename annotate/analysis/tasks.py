@@ -22,16 +22,8 @@ run.timings, which `bench/scale_bench.py` splits into serial and parallel work.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import io
-import json
 import logging
 import time
-import zlib
-from contextlib import contextmanager
-from dataclasses import asdict
-from itertools import pairwise
 
 import numpy as np
 from celery import chord, shared_task
@@ -41,128 +33,32 @@ from django.db.models.functions import Least
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.analysis import (
-    MAX_B,
-    LabelArrays,
-    analysis_document,
+from annotate.analysis.arrays import (
     codebook_axes,
-    compute_replicates,
     designs,
-    label_arrays,
-    label_id_ranges,
     label_part,
     labels_join,
+)
+from annotate.analysis.bootstrap import (
+    DEFAULT_CHUNKS,
+    PARAM_KEYS,
+    _timed,
+    chunk_ranges,
+    designs_pack,
+    designs_unpack,
+    labels_pack,
+    labels_unpack,
     pack,
-    parse_params,
+    replicates_digest,
     unpack,
 )
-from annotate.coding.labels import FinalLabel
-from annotate.jobs.registry import job_handler
-from annotate.jobs.runner import DEFERRED, job_deferred_heartbeat
+from annotate.analysis.documents import analysis_document
+from annotate.analysis.params import MAX_B, parse_params
+from annotate.jobs.runner import job_deferred_heartbeat
 from annotate.models import Job, JobStatus, Study
 from lib import stats
 
 log = logging.getLogger(__name__)
-
-PARAM_KEYS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
-# Chunks per job when a broker is configured: enough to keep 16 worker processes busy and
-# to show progress as they finish, few enough that sending the labels to each stays cheap.
-DEFAULT_CHUNKS = 16
-_ARRAYS = ("episode_id", "kind", "stage", "capability", "source", "failure_type", "category")
-
-
-def chunk_ranges(total_blocks: int, chunks: int) -> list[tuple[int, int]]:
-    """Contiguous block ranges, as even as possible."""
-    chunks = max(1, min(chunks, total_blocks))
-    edges = [round(i * total_blocks / chunks) for i in range(chunks + 1)]
-    return [(a, b) for a, b in pairwise(edges) if b > a]
-
-
-def labels_pack(labels: LabelArrays) -> str:
-    """The label arrays as one compressed JSON-safe string, so chunks and the combine step
-    work on the snapshot the job read instead of querying the study again.
-
-    Cluster names travel as a JSON list (a numpy string array of them is several times larger
-    and slow to compress), and everything is compressed once, quickly: this is on the job's
-    serial path."""
-    buf = io.BytesIO()
-    np.savez(buf, **{name: getattr(labels, name) for name in _ARRAYS})
-    meta = {
-        "cluster": labels.cluster.tolist(),
-        "excluded": {kind: dict(counter) for kind, counter in labels.excluded.items()},
-        "holdout": [[e_id, kind, title, asdict(label)] for e_id, kind, title, label in labels.holdout],
-        "n_episodes": labels.n_episodes,
-        "fingerprint": labels.fingerprint,
-        "as_of": labels.as_of,
-    }
-    arrays = buf.getvalue()
-    blob = len(arrays).to_bytes(8, "little") + arrays + json.dumps(meta).encode()
-    return base64.b64encode(zlib.compress(blob, 1)).decode()
-
-
-def labels_unpack(packed: str) -> LabelArrays:
-    from collections import Counter
-
-    blob = zlib.decompress(base64.b64decode(packed))
-    size = int.from_bytes(blob[:8], "little")
-    with np.load(io.BytesIO(blob[8 : 8 + size]), allow_pickle=False) as arrays:
-        ints = {name: arrays[name].astype(np.int64) for name in _ARRAYS}
-    meta = json.loads(blob[8 + size :])
-    cluster = np.empty(len(meta["cluster"]), dtype=object)
-    cluster[:] = meta["cluster"]
-    return LabelArrays(
-        **ints,
-        cluster=cluster,
-        excluded={kind: Counter(counts) for kind, counts in meta["excluded"].items()},
-        holdout=[(e_id, kind, title, FinalLabel(**label)) for e_id, kind, title, label in meta["holdout"]],
-        n_episodes=meta["n_episodes"],
-        fingerprint=meta["fingerprint"],
-        as_of=meta["as_of"],
-    )
-
-
-def designs_pack(ds: list[stats.ClusterDesign]) -> str:
-    """The designs' count matrices, sparse and compressed: all a chunk needs to draw its replicates
-    (a few hundred KB for 200,000 episodes, against re-reading and re-sorting every cluster name)."""
-    buf = io.BytesIO()
-    arrays = {}
-    for i, d in enumerate(ds):
-        flat = d.counts.ravel()
-        nz = np.flatnonzero(flat)
-        arrays[f"shape{i}"] = np.asarray(d.counts.shape, dtype=np.int64)
-        arrays[f"at{i}"] = np.diff(nz, prepend=0).astype(np.int32)  # gaps compress better than positions
-        arrays[f"n{i}"] = flat[nz].astype(np.int32)
-    np.savez_compressed(buf, **arrays)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def designs_unpack(packed: str) -> list[stats.ClusterDesign]:
-    with np.load(io.BytesIO(base64.b64decode(packed)), allow_pickle=False) as arrays:
-        out = []
-        for i in range(sum(1 for name in arrays.files if name.startswith("shape"))):
-            G, K = (int(x) for x in arrays[f"shape{i}"])
-            flat = np.zeros(G * K, dtype=np.int64)
-            flat[np.cumsum(arrays[f"at{i}"], dtype=np.int64)] = arrays[f"n{i}"]
-            out.append(stats.counts_design(flat.reshape(G, K)))
-    return out
-
-
-@contextmanager
-def _timed(into: dict, name: str):
-    """Wall and CPU seconds of a step, kept in `into`: the bench splits a job into serial and parallel work."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    try:
-        yield
-    finally:
-        into[name] = {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}
-
-
-def replicates_digest(reps: list[np.ndarray]) -> str:
-    """sha256 of the replicate counts: equal digests mean byte-identical bootstraps."""
-    digest = hashlib.sha256()
-    for a in reps:
-        digest.update(np.ascontiguousarray(a, dtype=np.int32).tobytes())
-    return digest.hexdigest()
 
 
 @shared_task(
@@ -252,41 +148,6 @@ def _chunks_wanted(job: Job) -> int:
     return DEFAULT_CHUNKS
 
 
-@job_handler("bootstrap")
-def job_bootstrap(*, job, progress):
-    """Handler for Job kind "bootstrap": params bootstrap, seed and optionally cell, contrast, cap, bca, chunks.
-
-    With one chunk the job computes the document itself. With several it sends a
-    chord that reads the labels in parts and returns DEFERRED: `bootstrap_scatter`
-    sends the chunks, and `bootstrap_combine` finishes the job.
-    """
-    wall, cpu = time.perf_counter(), time.process_time()
-    study = Study.objects.select_related("codebook").get(pk=job.study_id)
-    axes = codebook_axes(study)
-    p = parse_params(axes, **{k: job.params.get(k) for k in PARAM_KEYS}, max_bootstrap=MAX_B)
-    ranges = chunk_ranges(stats.n_blocks(p.bootstrap), _chunks_wanted(job))
-    if len(ranges) == 1:
-        labels = label_arrays(study, axes)
-        reps = compute_replicates(designs(labels, axes), p, progress=progress)
-        doc = analysis_document(study, p, axes=axes, labels=labels, replicates=reps)
-        doc["run"] = _run_info(job, study, 1, reps)
-        return doc
-    if job.params.get("chord_id"):
-        # A redelivered job whose chord is already out: the chord finishes it.
-        return DEFERRED
-    # Reading a large study's labels costs more than its replicates: the workers read them in
-    # parts of episode ids, as many as there are chunks.
-    header = [bootstrap_labels.si(job.pk, lo, hi).set(**_route()) for lo, hi in label_id_ranges(study, len(ranges))]
-    Job.objects.filter(pk=job.pk).update(done=0, total=p.bootstrap)
-    result = chord(header, bootstrap_scatter.s(job.pk, len(ranges)).set(**_route()))
-    result = result.on_error(bootstrap_failed.si(job.pk)).apply_async()
-    t = {"total": {"wall": round(time.perf_counter() - wall, 4), "cpu": round(time.process_time() - cpu, 4)}}
-    Job.objects.filter(pk=job.pk).update(
-        params={**job.params, "chord_id": result.id, "chunks_sent": len(ranges), "timings": t}
-    )
-    return DEFERRED
-
-
 def _route() -> dict:
     return {"queue": settings.FAULTLINE_ANALYSIS_QUEUE} if settings.FAULTLINE_ANALYSIS_QUEUE else {}
 
@@ -331,7 +192,3 @@ def bootstrap_scatter(parts: list[dict], job_id: int, chunks: int) -> None:
     except Exception as exc:  # the job records the failure; the worker stays up
         log.exception("bootstrap job %s failed while joining its labels", job_id)
         _job_fail(job_id, str(exc))
-
-
-def over_threshold(B: int) -> bool:
-    return B > settings.FAULTLINE_BOOTSTRAP_JOB_THRESHOLD
