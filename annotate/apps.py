@@ -14,7 +14,7 @@ REGISTERING_MODULES = (
     "annotate.suggestions.handlers",
     "annotate.imports.handlers",
     "annotate.traces.handlers",
-    "annotate.services.datasets",
+    "annotate.exports.handlers",
 )
 
 

@@ -63,8 +63,8 @@ def backup_write(*, out_dir: Path) -> BackupResult:
         )
     files = ["data.json"]
     # The labelled datasets too, readable without Faultline (JSONL with manifests).
+    from annotate.exports.datasets import export_write
     from annotate.models import Study
-    from annotate.services.datasets import export_write
 
     for study in Study.objects.order_by("slug"):
         name = f"exports/{study.slug}.jsonl"

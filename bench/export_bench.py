@@ -225,8 +225,8 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
+    from annotate.exports.datasets import export_write
     from annotate.models import Study
-    from annotate.services.datasets import export_write
     from annotate.studies.tokens import token_create
 
     _, key = token_create(user=get_user_model().objects.get(username="bench-owner"), name="bench")

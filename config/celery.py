@@ -18,7 +18,7 @@ if not app.conf.broker_url:
     # Eager mode still needs a broker URL for Celery's own bookkeeping; memory:// never connects.
     app.conf.broker_url = "memory://"
 # Each package with Celery tasks; AnnotateConfig.ready() imports the same modules in every Django process.
-app.autodiscover_tasks(["annotate.jobs", "annotate.incidents", "annotate.analysis"])
+app.autodiscover_tasks(["annotate.jobs", "annotate.incidents.selectors", "annotate.analysis"])
 
 # Celery beat tends the jobs in its own process (config/beat.py, CELERY_BEAT_SCHEDULER); it has no
 # periodic tasks of its own.

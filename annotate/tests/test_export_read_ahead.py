@@ -9,7 +9,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from annotate import exports
+from annotate.exports import rows as exports
 from annotate.models import Episode
 from conftest import force_parallel_plans
 

@@ -72,7 +72,7 @@ def test_an_export_holds_labels_coders_and_provenance(demo, tmp_path):
 
 
 def test_pseudonyms_are_stable_per_study_and_differ_across_studies(demo, tmp_path):
-    from annotate.exports import CoderNames, pseudonym, pseudonym_key
+    from annotate.exports.rows import CoderNames, pseudonym, pseudonym_key
 
     coder = Coding.objects.filter(episode__study=demo).first().coder_id
     assert CoderNames(demo)(coder) == CoderNames(demo)(coder) == pseudonym(pseudonym_key(demo), coder)
@@ -173,7 +173,7 @@ def test_timestamps_are_written_as_isoformat_writes_them_on_every_engine(demo):
     bytes Python's isoformat gives, with or without a fraction, trailing zeros and all."""
     from datetime import UTC, datetime
 
-    from annotate.exports import export_rows
+    from annotate.exports.rows import export_rows
     from annotate.models import Episode
 
     coding = Coding.objects.filter(episode__study=demo).order_by("pk").first()

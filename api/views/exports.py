@@ -18,12 +18,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate import exports
 from annotate.coding.visibility import BLIND_REPORT, coding_visibility
-from annotate.filters import EpisodeFilter
+from annotate.exports import rows as exports
+from annotate.exports.datasets import export_episodes, export_file_path
+from annotate.exports.filters import EpisodeFilter
 from annotate.jobs.runner import job_start
 from annotate.models import JobStatus, Role
-from annotate.services.datasets import export_episodes, export_file_path
 from api import selectors
 from api.permissions import StudyMember, study_membership
 from api.serializers.core import JobSerializer

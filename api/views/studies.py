@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotate.coding.services import CodingConflict, CodingValues, EpisodeFull, coding_save
-from annotate.filters import CodingFilter, DocumentFilter, EpisodeFilter
+from annotate.exports.filters import CodingFilter, DocumentFilter, EpisodeFilter
 from annotate.models import Coding, Document, Episode, Study
 from api import selectors
 from api.permissions import StudyMember

@@ -9,7 +9,7 @@ from django_filters import rest_framework as filters
 from rest_framework.test import APIClient
 
 from annotate.coding.services import CodingValues, coding_save
-from annotate.filters import EpisodeFilter
+from annotate.exports.filters import EpisodeFilter
 from annotate.models import Coding
 from annotate.studies.services import membership_set
 from tests.security.blinding_probe import leaks, probes

@@ -4,9 +4,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from annotate.exports import CODERS_PSEUDONYMOUS, CODERS_USERNAMES, FORMATS
+from annotate.exports.datasets import export_write
+from annotate.exports.rows import CODERS_PSEUDONYMOUS, CODERS_USERNAMES, FORMATS
 from annotate.models import Study
-from annotate.services.datasets import export_write
 
 
 class Command(BaseCommand):

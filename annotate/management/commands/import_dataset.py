@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.services.datasets import dataset_import
+from annotate.exports.datasets import dataset_import
 
 
 class Command(BaseCommand):

@@ -25,14 +25,13 @@ from django.db import transaction
 from django.db.models import QuerySet
 from simple_history.utils import bulk_create_with_history
 
-from annotate import exports
 from annotate.coding.disagreement import disagreement_refresh
 from annotate.coding.labels import resolve_label
 from annotate.coding.services import evidence_checked
 from annotate.coding.visibility import FULL, Visibility
-from annotate.filters import EpisodeFilter
+from annotate.exports import rows as exports
+from annotate.exports.filters import EpisodeFilter
 from annotate.imports.parsed import clean_json
-from annotate.jobs.registry import job_handler
 from annotate.models import (
     Adjudication,
     Coding,
@@ -107,21 +106,6 @@ def export_write(
 
 def export_file_path(job) -> Path:
     return Path(settings.MEDIA_ROOT) / EXPORT_DIR / f"{job.study.slug}-{job.pk}.parquet"
-
-
-@job_handler("export_parquet")
-def job_export_parquet(*, job, progress) -> dict[str, Any]:
-    """Job handler: write a Parquet export (params: filters, coders) under MEDIA_ROOT/exports/."""
-    path = export_file_path(job)
-    man = export_write(
-        study=job.study,
-        fmt="parquet",
-        out=path,
-        filters=job.params.get("filters") or {},
-        coders=job.params.get("coders", exports.CODERS_PSEUDONYMOUS),
-        progress=progress,
-    )
-    return {"rows": man["rows"], "bytes": man["bytes"], "sha256": man["sha256"], "manifest": man}
 
 
 # ---- import_dataset ----

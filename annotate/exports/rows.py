@@ -588,7 +588,7 @@ def export_stream(
     """The JSONL, CSV or cases export as byte chunks; pass a Digest to count and hash it on the way."""
     digest = digest or Digest()
     if fmt == "cases":
-        from annotate.cases import case_rows
+        from annotate.exports.cases import case_rows
 
         return digest.through(jsonl_chunks(digest.count(case_rows(study, episodes)), rows_per_chunk=5))
     rows = digest.count(export_rows(study, episodes, coders=coders))
