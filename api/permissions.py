@@ -6,9 +6,9 @@ from rest_framework import permissions
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
 
-from annotate.access import membership_for
 from annotate.coding.visibility import BLIND_REPORT, coding_visibility
 from annotate.models import Membership
+from annotate.studies.access import membership_for
 
 SAFE = permissions.SAFE_METHODS
 

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from annotate.backup import codings_digest, row_counts
 from annotate.models import Coding
+from annotate.ops.backup import codings_digest, row_counts
 
 
 @pytest.mark.django_db(transaction=True)

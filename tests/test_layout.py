@@ -63,7 +63,7 @@ def test_it_restores_a_backup_written_before_the_move(tmp_path, capsys):
         tar.extractall(tmp_path, filter="data")
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     call_command("restore", str(tmp_path))
-    from annotate.backup import codings_digest, row_counts
+    from annotate.ops.backup import codings_digest, row_counts
 
     assert row_counts() == manifest["counts"] and manifest["counts"]["annotate.Coding"] > 100
     assert codings_digest() == manifest["codings_sha256"]

@@ -26,8 +26,8 @@ def _same(got, want, path="row") -> None:
 
 
 def test_the_membership_lookup_is_its_querysets(study, other_study, bob, charlie, alice):
-    from annotate.access import _MEMBERSHIP
     from annotate.models import Membership
+    from annotate.studies.access import _MEMBERSHIP
 
     for user, slug in ((bob, "alpha"), (alice, "alpha"), (charlie, "charlies"), (charlie, "alpha"), (bob, "nope")):
         want = list(

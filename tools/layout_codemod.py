@@ -133,7 +133,7 @@ MOVES: dict[str, list[tuple[str, str | list[str]]]] = {
         ("annotate.backup", "annotate.ops.backup"),
     ],
     "views": [
-        ("annotate.access", "annotate.views.access"),
+        ("annotate.access", ["annotate.views.access", "annotate.studies.access"]),
     ],
 }  # fmt: skip
 

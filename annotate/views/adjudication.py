@@ -9,7 +9,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotate.access import study_view
 from annotate.coding.adjudication import adjudication_save
 from annotate.coding.forms import AdjudicationForm
 from annotate.coding.labels import disagreeing_axes
@@ -27,6 +26,7 @@ from annotate.coding.selectors import (
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Adjudication, Study
 from annotate.traces.selectors import has_steps, trace_summary_of, trace_window
+from annotate.views.access import study_view
 from annotate.views.coding import DISPLAY_LIMIT, axis_groups, episode_text, study_episode
 
 PAGE = 25

@@ -16,7 +16,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate.access import study_view
 from annotate.analysis import figures
 from annotate.analysis.arrays import KINDS, codebook_axes
 from annotate.analysis.bootstrap import over_threshold
@@ -33,6 +32,7 @@ from annotate.analysis.params import ParameterError, parse_params
 from annotate.coding.selectors import codebook_picker
 from annotate.jobs.runner import job_start
 from annotate.models import Episode, Job, Study
+from annotate.views.access import study_view
 from lib import stats
 
 PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")

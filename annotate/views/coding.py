@@ -15,7 +15,6 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from annotate.access import study_view
 from annotate.coding.experiment import exposure_offer, exposure_record, suggestions_wait_for_choice
 from annotate.coding.forms import CodingForm
 from annotate.coding.queue import lease_claim, lease_room, live_lease_of
@@ -24,6 +23,7 @@ from annotate.coding.services import CodingConflict, EpisodeFull, coding_save
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Coding, Confidence, Episode, Study
 from annotate.traces.selectors import trace_summary_of, trace_window
+from annotate.views.access import study_view
 from annotate.views.queue import next_url
 from lib.db.prepared import MAX_ID, Prepared
 

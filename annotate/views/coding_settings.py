@@ -8,10 +8,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotate.access import study_view
 from annotate.coding.forms import CodingSettingsForm
 from annotate.models import Study
 from annotate.studies.coding_settings import study_coding_settings_update
+from annotate.views.access import study_view
 
 
 def _initial(study: Study) -> dict:

@@ -17,12 +17,12 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate.access import study_view
 from annotate.coding.visibility import coding_visibility
 from annotate.documents.selectors import DocumentFilters, document_labels, documents_page
 from annotate.documents.services import episode_delete, episode_excerpt_create, episode_split_set
 from annotate.imports.uploads import import_upload_start, upload_max_bytes
 from annotate.models import Document, DocumentKind, Episode, Role, Split, Study
+from annotate.views.access import study_view
 
 BODY_DISPLAY_LIMIT = 100_000
 

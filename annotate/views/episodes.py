@@ -7,11 +7,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from annotate.access import study_view
 from annotate.coding.selectors import codebook_picker, episode_codings, episode_history, live_leases
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Adjudication, Role, Study
 from annotate.traces.selectors import has_steps, trace_window
+from annotate.views.access import study_view
 from annotate.views.coding import DISPLAY_LIMIT, episode_text, study_episode
 
 

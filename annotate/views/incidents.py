@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate.access import study_view
 from annotate.coding.forms import CodingForm
 from annotate.coding.selectors import codebook_picker
 from annotate.coding.services import CodingConflict, EpisodeFull, coding_save
@@ -27,6 +26,7 @@ from annotate.incidents.selectors import (
 from annotate.incidents.services import SEVERITIES, incident_move
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from annotate.traces.selectors import has_steps, trace_window
+from annotate.views.access import study_view
 from annotate.views.coding import episode_text
 
 # A screenshot sent inline is shown only if it is plainly a base64 raster image.

@@ -4,10 +4,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from annotate.access import membership_for, study_view
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Job, Study
+from annotate.studies.access import membership_for
 from annotate.studies.selectors import study_jobs
+from annotate.views.access import study_view
 
 
 @require_GET

@@ -11,10 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.access import study_view
 from annotate.models import Coding, Invitation, Membership, Role, Study
 from annotate.studies.forms import InviteForm, MemberUpdateForm
 from annotate.studies.members import email_configured, invitation_revoke, member_invite, member_remove, member_update
+from annotate.views.access import study_view
 
 
 def _context(study: Study, form: InviteForm, **extra) -> dict:

@@ -10,10 +10,10 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from annotate.access import study_view
 from annotate.coding.queue import episode_next, lease_end, lease_held, lease_release
 from annotate.coding.selectors import coded_since, coder_queue_left, study_progress
 from annotate.models import Episode, Lease, Study
+from annotate.views.access import study_view
 
 # Skipped episodes are remembered per study in the session, so "next" does not
 # hand the same one straight back; they come round again once nothing else is left.

@@ -7,7 +7,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotate.access import study_view
 from annotate.coding.selectors import live_leases, study_progress
 from annotate.coding.visibility import coding_visibility
 from annotate.imports.uploads import study_start
@@ -15,6 +14,7 @@ from annotate.models import Study
 from annotate.studies.forms import StudyStartForm
 from annotate.studies.members import codebook_from_upload, may_create_studies
 from annotate.studies.selectors import memberships_for_user, study_counts
+from annotate.views.access import study_view
 
 
 @require_GET

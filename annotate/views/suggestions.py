@@ -10,7 +10,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate.access import study_view
 from annotate.coding.experiment import exposure_offer, study_exposure_report, suggestions_wait_for_choice
 from annotate.coding.visibility import coding_visibility
 from annotate.models import Coding, Episode, Study, Suggestion
@@ -24,6 +23,7 @@ from annotate.suggestions.services import (
     suggestion_batch_start,
     suggestion_reject,
 )
+from annotate.views.access import study_view
 
 
 def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:

@@ -8,12 +8,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate.access import study_view
 from annotate.imports.uploads import upload_max_bytes
 from annotate.models import Document, Study
 from annotate.traces.parsers import FORMATS
 from annotate.traces.selectors import WINDOW, step_text, trace_window
 from annotate.traces.services import trace_upload_start
+from annotate.views.access import study_view
 
 
 def _int(value: str | None, default: int = 0) -> int:

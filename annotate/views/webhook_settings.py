@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from annotate.access import study_view
 from annotate.incidents.webhook_settings import study_webhook_secret_rotate, study_webhook_set
 from annotate.models import Study
+from annotate.views.access import study_view
 
 RECENT_DELIVERIES = 10
 

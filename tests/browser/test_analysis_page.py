@@ -12,7 +12,7 @@ HOT = f"Iterative execution {X} Actuation (tool use & action)"  # the paper's he
 def demo(codebook):
     from django.contrib.auth import get_user_model
 
-    from annotate.demo import demo_build
+    from annotate.ops.demo import demo_build
     from conftest import PASSWORD
 
     result = demo_build()

@@ -66,7 +66,7 @@ def elapsed(page) -> int:
 def demo(codebook):
     from django.contrib.auth import get_user_model
 
-    from annotate.demo import demo_build
+    from annotate.ops.demo import demo_build
     from conftest import PASSWORD
 
     result = demo_build()

@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def demo(codebook, settings):
     from django.contrib.auth import get_user_model
 
-    from annotate.demo import demo_build
+    from annotate.ops.demo import demo_build
     from annotate.suggestions.services import suggestions_make
     from conftest import PASSWORD
 

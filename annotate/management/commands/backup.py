@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from annotate.backup import backup_write
+from annotate.ops.backup import backup_write
 
 
 class Command(BaseCommand):

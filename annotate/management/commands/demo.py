@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.demo import demo_build
+from annotate.ops.demo import demo_build
 from taxonomy.models import Codebook
 
 

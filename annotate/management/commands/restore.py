@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.backup import RestoreError, backup_restore
+from annotate.ops.backup import RestoreError, backup_restore
 
 
 class Command(BaseCommand):
