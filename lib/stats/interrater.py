@@ -221,16 +221,7 @@ def agreement(
     Clopper-Pearson upper bound on the share of disagreeing units, carried
     into the statistic with its chance term held at the observed value.
     """
-    codes = _codes(codes, "codes")
-    if codes.ndim != 2:
-        raise ValueError("codes must be a units x coders matrix")
-    Q = _count(n_categories, "n_categories")
-    Qc = Q if chance_categories is None else _count(chance_categories, "chance_categories")
-    if Qc < Q:
-        raise ValueError("chance_categories must be at least n_categories")
-    B, level = _count(B, "B"), _level(level)
-    if codes.size and codes.max() >= Q:
-        raise ValueError("codes hold a code out of range (at least n_categories)")
+    codes, Q, Qc, B, level = _agreement_inputs(codes, n_categories, chance_categories, B, level)
     m_all = (codes >= 0).sum(axis=1)
     rated = m_all >= 1
     pairable = m_all[rated] >= 2
@@ -243,59 +234,13 @@ def agreement(
         )  # fmt: skip
     sub = codes[rated]
     N = _unit_counts(sub, Q)
-    U1, R = sub.shape
-    pair_data = {}
-    for i, j in itertools.combinations(range(R), 2):
-        both = (sub[:, i] >= 0) & (sub[:, j] >= 0)
-        if both.any():
-            a, b = sub[both, i], sub[both, j]
-            pair_data[(i, j)] = (both, (a == b).astype(float), _onehot(a, Q), _onehot(b, Q), a, b)
-
-    ones = np.ones((1, U1))
-    rows = {k: [v] for k, v in _agreement_stats(ones, N, pairable, Qc).items()}
-    pair_rows = {p: {k: [v] for k, v in _pair_stats(ones[:, d[0]], *d[1:4]).items()} for p, d in pair_data.items()}
-    for Wt in _weight_chunks(U1, B, seed, stream=7):
-        for k, v in _agreement_stats(Wt, N, pairable, Qc).items():
-            rows[k].append(v)
-        for p, d in pair_data.items():
-            for k, v in _pair_stats(Wt[:, d[0]], *d[1:4]).items():
-                pair_rows[p][k].append(v)
-    st = {k: np.concatenate(v) for k, v in rows.items()}
-
+    U1 = sub.shape[0]
+    pair_data = _pair_data(sub, Q)
+    st, pair_rows = _replicates(N, pairable, Qc, pair_data, U1=U1, B=B, seed=seed)
     Np = N[pairable]
     m = Np.sum(axis=1)
-    dis = 1 - ((Np**2).sum(axis=1) - m) / (m * (m - 1))  # share of disagreeing pairs per unit
-    D = int((dis > 0).sum())
-    # Worst case for the unseen disagreements: as strong as the ones seen (complete ones when none were seen).
-    po_low = 1 - one_sided_disagreement(D, U, level=level) * (float(dis[dis > 0].mean()) if D else 1.0)
-    pe_f, pe_g, n, de = (float(st[k][0]) for k in ("pe_f", "pe_g", "n", "de"))
-    bounds = {
-        "percent": po_low,
-        "fleiss": (po_low - pe_f) / (1 - pe_f) if pe_f < 1 - 1e-12 else None,
-        "ac1": (po_low - pe_g) / (1 - pe_g) if pe_g < 1 - 1e-12 else None,
-        # alpha = 1 - (n - 1) D_o / D_e with D_o = sum_u m_u d_u, about n (1 - p_a) (exact for equal m_u).
-        "alpha": 1 - (n - 1) * n * (1 - po_low) / de if de > 0 else None,
-    }
-
-    pairs = []
-    for (i, j), d in pair_data.items():
-        ps = {k: np.concatenate(v) for k, v in pair_rows[(i, j)].items()}
-        a, b = d[4], d[5]
-        d_pair = int((a != b).sum())
-        p_bound = 1 - one_sided_disagreement(d_pair, int(a.size), level=level)
-        pe = float(ps["pe"][0])
-        k_bound = (p_bound - pe) / (1 - pe) if pe < 1 - 1e-12 else None
-        pairs.append(
-            PairAgreement(
-                i,
-                j,
-                int(a.size),
-                _estimate(ps["percent"], level, "no episodes coded by both", "no episode coded by both", p_bound),
-                _estimate(ps["kappa"], level, _ONE_PAIR_CATEGORY, _ONE_PAIR_CATEGORY_RESAMPLE, k_bound),
-                _frozen(np.bincount(a * Q + b, minlength=Q * Q).reshape(Q, Q)),
-                d_pair,
-            )
-        )
+    D, bounds = _one_sided_bounds(Np, m, st, U, level)
+    pairs = _pair_agreements(pair_data, pair_rows, Q, level)
     # Specific agreement per category: agreeing pair-ends over all pair-ends that use it.
     agreeing = (Np * (Np - 1) / (m - 1)[:, None]).sum(axis=0)
     uses = Np.sum(axis=0)
@@ -319,3 +264,83 @@ def agreement(
         chance_categories=Qc,
         disagreeing=D,
     )
+
+
+def _agreement_inputs(codes, n_categories, chance_categories, B, level) -> tuple[np.ndarray, int, int, int, float]:
+    """agreement()'s arguments checked: the codes matrix, Q, the chance categories, B and the level."""
+    codes = _codes(codes, "codes")
+    if codes.ndim != 2:
+        raise ValueError("codes must be a units x coders matrix")
+    Q = _count(n_categories, "n_categories")
+    Qc = Q if chance_categories is None else _count(chance_categories, "chance_categories")
+    if Qc < Q:
+        raise ValueError("chance_categories must be at least n_categories")
+    B, level = _count(B, "B"), _level(level)
+    if codes.size and codes.max() >= Q:
+        raise ValueError("codes hold a code out of range (at least n_categories)")
+    return codes, Q, Qc, B, level
+
+
+def _pair_data(sub: np.ndarray, Q: int) -> dict[tuple[int, int], tuple]:
+    """Per pair of coders who share a unit: the shared units, agreement per unit, one-hot codes and the codes."""
+    pair_data = {}
+    for i, j in itertools.combinations(range(sub.shape[1]), 2):
+        both = (sub[:, i] >= 0) & (sub[:, j] >= 0)
+        if both.any():
+            a, b = sub[both, i], sub[both, j]
+            pair_data[(i, j)] = (both, (a == b).astype(float), _onehot(a, Q), _onehot(b, Q), a, b)
+    return pair_data
+
+
+def _replicates(N, pairable, Qc, pair_data, *, U1: int, B: int, seed: int) -> tuple[dict, dict]:
+    """The statistics on the sample (row 0) and on B weighted resamples of the units, overall and per pair."""
+    ones = np.ones((1, U1))
+    rows = {k: [v] for k, v in _agreement_stats(ones, N, pairable, Qc).items()}
+    pair_rows = {p: {k: [v] for k, v in _pair_stats(ones[:, d[0]], *d[1:4]).items()} for p, d in pair_data.items()}
+    for Wt in _weight_chunks(U1, B, seed, stream=7):
+        for k, v in _agreement_stats(Wt, N, pairable, Qc).items():
+            rows[k].append(v)
+        for p, d in pair_data.items():
+            for k, v in _pair_stats(Wt[:, d[0]], *d[1:4]).items():
+                pair_rows[p][k].append(v)
+    return {k: np.concatenate(v) for k, v in rows.items()}, pair_rows
+
+
+def _one_sided_bounds(Np: np.ndarray, m: np.ndarray, st: dict, U: int, level: float) -> tuple[int, dict]:
+    """How many units hold a disagreement, and each statistic's one-sided lower bound (ONE_SIDED_METHOD)."""
+    dis = 1 - ((Np**2).sum(axis=1) - m) / (m * (m - 1))  # share of disagreeing pairs per unit
+    D = int((dis > 0).sum())
+    # Worst case for the unseen disagreements: as strong as the ones seen (complete ones when none were seen).
+    po_low = 1 - one_sided_disagreement(D, U, level=level) * (float(dis[dis > 0].mean()) if D else 1.0)
+    pe_f, pe_g, n, de = (float(st[k][0]) for k in ("pe_f", "pe_g", "n", "de"))
+    return D, {
+        "percent": po_low,
+        "fleiss": (po_low - pe_f) / (1 - pe_f) if pe_f < 1 - 1e-12 else None,
+        "ac1": (po_low - pe_g) / (1 - pe_g) if pe_g < 1 - 1e-12 else None,
+        # alpha = 1 - (n - 1) D_o / D_e with D_o = sum_u m_u d_u, about n (1 - p_a) (exact for equal m_u).
+        "alpha": 1 - (n - 1) * n * (1 - po_low) / de if de > 0 else None,
+    }
+
+
+def _pair_agreements(pair_data: dict, pair_rows: dict, Q: int, level: float) -> list[PairAgreement]:
+    """Percent agreement and Cohen's kappa of each pair of coders, with their intervals or one-sided bounds."""
+    pairs = []
+    for (i, j), d in pair_data.items():
+        ps = {k: np.concatenate(v) for k, v in pair_rows[(i, j)].items()}
+        a, b = d[4], d[5]
+        d_pair = int((a != b).sum())
+        p_bound = 1 - one_sided_disagreement(d_pair, int(a.size), level=level)
+        pe = float(ps["pe"][0])
+        k_bound = (p_bound - pe) / (1 - pe) if pe < 1 - 1e-12 else None
+        pairs.append(
+            PairAgreement(
+                i,
+                j,
+                int(a.size),
+                _estimate(ps["percent"], level, "no episodes coded by both", "no episode coded by both", p_bound),
+                _estimate(ps["kappa"], level, _ONE_PAIR_CATEGORY, _ONE_PAIR_CATEGORY_RESAMPLE, k_bound),
+                _frozen(np.bincount(a * Q + b, minlength=Q * Q).reshape(Q, Q)),
+                d_pair,
+            )
+        )
+    return pairs

@@ -78,10 +78,19 @@ def sensitivity(
         reason = design_enough(a)[1] or design_enough(b)[1]
         return [SensitivityCheck(n, d, None, None, None, None, None, enough=False, reason=reason) for n, d in _CHECKS]
     base = baseline or bootstrap_diff_cell(a, b, k, B=B, seed=seed, level=level)
-    sign = _sign(base.estimate)
-    checks = []
+    run = {"B": B, "seed": seed, "level": level}
+    return [
+        _leave_one_cluster_out(a, b, k, base, **run),
+        _cluster_cap(a, b, k, base, cap=cap, subsamples=subsamples, **run),
+        _drop_largest_cluster(a, b, k, base, **run),
+        _record_bootstrap(a, b, k, base, **run),
+    ]
 
-    # Leave one cluster out, from either kind.
+
+def _leave_one_cluster_out(
+    a: ClusterDesign, b: ClusterDesign, k: int, base: Interval, *, B: int, seed: int, level: float
+) -> SensitivityCheck:
+    """Leave one cluster out, from either kind: the range of the contrast and the cluster that moves it most."""
     pa, pb = a.totals[k] / a.n, b.totals[k] / b.n
     loo_a = _jackknife_props(a)[:, k] - pb
     loo_b = pa - _jackknife_props(b)[:, k]
@@ -95,25 +104,36 @@ def sensitivity(
     drop_a = design_without(a, [a.names.index(name)]) if side == "a" else a
     drop_b = design_without(b, [b.names.index(name)]) if side == "b" else b
     iv = bootstrap_diff_cell(drop_a, drop_b, k, B=B, seed=seed, level=level, stream=1)
-    checks.append(
-        SensitivityCheck(
-            "leave_one_cluster_out",
-            _CHECKS[0][1],
-            float(loo[worst]),
-            iv.low if iv else None,
-            iv.high if iv else None,
-            bool(np.all(np.sign(loo) == sign)),
-            iv.excludes_zero if iv else None,
-            {
-                "min": float(loo.min()),
-                "max": float(loo.max()),
-                "most_influential": {"side": side, "cluster": name, "shift": float(loo[worst] - base.estimate)},
-                "n_clusters": len(loo),
-            },
-        )
+    return SensitivityCheck(
+        "leave_one_cluster_out",
+        _CHECKS[0][1],
+        float(loo[worst]),
+        iv.low if iv else None,
+        iv.high if iv else None,
+        bool(np.all(np.sign(loo) == _sign(base.estimate))),
+        iv.excludes_zero if iv else None,
+        {
+            "min": float(loo.min()),
+            "max": float(loo.max()),
+            "most_influential": {"side": side, "cluster": name, "shift": float(loo[worst] - base.estimate)},
+            "n_clusters": len(loo),
+        },
     )
 
-    # Cap each cluster at `cap` episodes, averaged over random subsamples.
+
+def _cluster_cap(
+    a: ClusterDesign,
+    b: ClusterDesign,
+    k: int,
+    base: Interval,
+    *,
+    cap: int,
+    subsamples: int,
+    B: int,
+    seed: int,
+    level: float,
+) -> SensitivityCheck:
+    """Cap each cluster at `cap` episodes, averaged over random subsamples."""
     rng = _block_rng(seed, 0, stream=2)
     ests, reps = [], []
     b_each = max(BLOCK, -(-B // subsamples))
@@ -128,22 +148,24 @@ def sensitivity(
     est = float(np.mean(ests)) if ests else None
     pooled = np.concatenate(reps) if reps else None
     lo, hi = (float(x[0]) for x in _percentile(pooled[:, None], level)) if pooled is not None else (None, None)
-    checks.append(
-        SensitivityCheck(
-            "cluster_cap",
-            _CHECKS[1][1].format(cap=cap),
-            est,
-            lo,
-            hi,
-            (_sign(est) == sign) if est is not None else None,
-            (lo > 0 or hi < 0) if lo is not None else None,
-            {"cap": cap, "subsamples": len(ests), "min": float(np.min(ests)), "max": float(np.max(ests))}
-            if ests
-            else {"cap": cap, "subsamples": 0},
-        )
+    return SensitivityCheck(
+        "cluster_cap",
+        _CHECKS[1][1].format(cap=cap),
+        est,
+        lo,
+        hi,
+        (_sign(est) == _sign(base.estimate)) if est is not None else None,
+        (lo > 0 or hi < 0) if lo is not None else None,
+        {"cap": cap, "subsamples": len(ests), "min": float(np.min(ests)), "max": float(np.max(ests))}
+        if ests
+        else {"cap": cap, "subsamples": 0},
     )
 
-    # Drop the largest cluster of each kind (kinds whose clusters all hold one episode keep theirs).
+
+def _drop_largest_cluster(
+    a: ClusterDesign, b: ClusterDesign, k: int, base: Interval, *, B: int, seed: int, level: float
+) -> SensitivityCheck:
+    """Drop the largest cluster of each kind (kinds whose clusters all hold one episode keep theirs)."""
     la, lb = int(np.argmax(a.sizes)), int(np.argmax(b.sizes))
     drop_a, drop_b = a.sizes[la] > 1, b.sizes[lb] > 1
     da = design_without(a, [la]) if drop_a else a
@@ -155,49 +177,45 @@ def sensitivity(
         "b_size": int(b.sizes[lb]) if drop_b else 0,
     }
     if not (drop_a or drop_b):
-        checks.append(
-            SensitivityCheck(
-                "drop_largest_cluster", _CHECKS[2][1], None, None, None, None, None, dropped, False,
-                "no cluster holds more than one episode",
-            )
+        return SensitivityCheck(
+            "drop_largest_cluster", _CHECKS[2][1], None, None, None, None, None, dropped, False,
+            "no cluster holds more than one episode",
         )  # fmt: skip
-    else:
-        # Both kinds keep episodes: each had two or more clusters, and only one is dropped.
-        iv = bootstrap_diff_cell(da, db, k, B=B, seed=seed, level=level, stream=3)
-        est = float(da.totals[k] / da.n - db.totals[k] / db.n)
-        checks.append(
-            SensitivityCheck(
-                "drop_largest_cluster",
-                _CHECKS[2][1],
-                est,
-                iv.low if iv else None,
-                iv.high if iv else None,
-                _sign(est) == sign,
-                iv.excludes_zero if iv else None,
-                dropped,
-            )
-        )
+    # Both kinds keep episodes: each had two or more clusters, and only one is dropped.
+    iv = bootstrap_diff_cell(da, db, k, B=B, seed=seed, level=level, stream=3)
+    est = float(da.totals[k] / da.n - db.totals[k] / db.n)
+    return SensitivityCheck(
+        "drop_largest_cluster",
+        _CHECKS[2][1],
+        est,
+        iv.low if iv else None,
+        iv.high if iv else None,
+        _sign(est) == _sign(base.estimate),
+        iv.excludes_zero if iv else None,
+        dropped,
+    )
 
-    # Record-level bootstrap: what ignoring the clustering would claim.
+
+def _record_bootstrap(
+    a: ClusterDesign, b: ClusterDesign, k: int, base: Interval, *, B: int, seed: int, level: float
+) -> SensitivityCheck:
+    """Record-level bootstrap: what ignoring the clustering would claim."""
     iv = bootstrap_diff_cell(record_design(a), record_design(b), k, B=B, seed=seed, level=level, stream=4)
     width = base.high - base.low
-    checks.append(
-        SensitivityCheck(
-            "record_bootstrap",
-            _CHECKS[3][1],
-            iv.estimate,
-            iv.low,
-            iv.high,
-            _sign(iv.estimate) == sign,
-            iv.excludes_zero,
-            {
-                "cluster_width": float(width),
-                "record_width": float(iv.high - iv.low),
-                "widening": float(width / (iv.high - iv.low)) if iv.high > iv.low else None,
-            },
-        )
+    return SensitivityCheck(
+        "record_bootstrap",
+        _CHECKS[3][1],
+        iv.estimate,
+        iv.low,
+        iv.high,
+        _sign(iv.estimate) == _sign(base.estimate),
+        iv.excludes_zero,
+        {
+            "cluster_width": float(width),
+            "record_width": float(iv.high - iv.low),
+            "widening": float(width / (iv.high - iv.low)) if iv.high > iv.low else None,
+        },
     )
-    return checks
 
 
 _CHECKS = (
