@@ -69,6 +69,15 @@ def codebook_validate(data: Any) -> dict:
     if not isinstance(data.get("description", ""), str):
         raise CodebookError("codebook: field 'description' must be a string")
 
+    codes = _validate_axes(data)
+    category_codes = _validate_categories(data)
+    type_codes = _validate_types(data, codes, category_codes)
+    _validate_rules(data, type_codes)
+    return data
+
+
+def _validate_axes(data: dict) -> dict[str, set[str]]:
+    """The axes and their values; the codes of each axis."""
     axes = data.get("axes")
     if not isinstance(axes, dict):
         raise CodebookError("codebook: missing field 'axes' (an object with source, stage and capability)")
@@ -92,7 +101,11 @@ def codebook_validate(data: Any) -> dict:
                 raise CodebookError(f"{where}: duplicate code '{code}' in axis {axis}")
             seen.add(code)
         codes[axis] = seen
+    return codes
 
+
+def _validate_categories(data: dict) -> set[str]:
+    """The type categories; their codes."""
     categories = data.get("categories")
     if not isinstance(categories, list) or not categories:
         raise CodebookError("codebook: missing field 'categories' (a non-empty list)")
@@ -108,7 +121,11 @@ def codebook_validate(data: Any) -> dict:
         if code in category_codes:
             raise CodebookError(f"{where}: duplicate category code '{code}'")
         category_codes.add(code)
+    return category_codes
 
+
+def _validate_types(data: dict, codes: dict[str, set[str]], category_codes: set[str]) -> set[str]:
+    """The failure types, each naming known categories and axis values; their codes."""
     types = data.get("types")
     if not isinstance(types, list) or not types:
         raise CodebookError("codebook: missing field 'types' (a non-empty list)")
@@ -134,7 +151,11 @@ def codebook_validate(data: Any) -> dict:
             for value in ftype[key]:
                 if value not in codes[axis]:
                     raise CodebookError(f"{where}: unknown {axis} '{value}' in {key}")
+    return type_codes
 
+
+def _validate_rules(data: dict, type_codes: set[str]) -> None:
+    """The coding rules, each applying to known types or to a whole axis."""
     rules = data.get("rules", [])
     if not isinstance(rules, list):
         raise CodebookError("codebook: field 'rules' must be a list")
@@ -152,7 +173,6 @@ def codebook_validate(data: Any) -> dict:
         for code in _require_str_list(rule, "applies_to", where):
             if code not in type_codes and code not in Axis.values:
                 raise CodebookError(f"{where}: unknown type or axis '{code}' in applies_to")
-    return data
 
 
 def codebook_read_file(path: str | Path) -> dict:

@@ -67,8 +67,36 @@ def _accuracy_row(name: str, kind: str, agents, ref_agents, steps, ref_steps, le
 def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
     """Agreement on agent and step among coders, and accuracy against the reference, for trace episodes.
 
-    Five queries: trace episodes (with reference), their codings, adjudications, suggestions, coder names.
+    Five queries: trace episodes (with reference), their codings, adjudications, coder names, suggestions.
     """
+    t = _trace_codings(study)
+    refs = {pk: ref for pk, ref in t.episodes if ref and (ref.get("agent") or ref.get("step") is not None)}
+    ref_ids = list(refs)
+    return {
+        "trace_episodes": len(t.ids),
+        "agreement": _agreement_section(t, bootstrap=bootstrap, seed=seed, level=level),
+        "reference": {
+            "episodes": len(ref_ids),
+            "note": "Accuracy against the published reference attribution (e.g. Who&When's mistake agent and "
+            "step); n is the number of episodes where both the rater and the reference give a value.",
+            "raters": _reference_rows(study, t, refs, level),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class _TraceCodings:
+    episodes: list[tuple[int, dict | None]]  # (episode id, reference) of every trace episode
+    ids: list[int]
+    codings: list[Coding]
+    adjudications: dict[int, Adjudication]
+    by_episode: dict[int, list[Coding]]
+    coder_ids: list[int]
+    names: dict[int, str]
+
+
+def _trace_codings(study: Study) -> _TraceCodings:
+    """The study's trace episodes with their codings, adjudications and coder names (four queries)."""
     episodes = list(
         Episode.objects.filter(study=study, document__kind=DocumentKind.TRACE).values_list("pk", "reference")
     )
@@ -89,12 +117,17 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
         by_episode.setdefault(c.episode_id, []).append(c)
     coder_ids = sorted({c.coder_id for c in codings})
     names = dict(get_user_model().objects.filter(pk__in=coder_ids).values_list("pk", "username"))
-    col = {c: i for i, c in enumerate(coder_ids)}
-    U, R = len(ids), len(coder_ids)
-    row = {pk: i for i, pk in enumerate(ids)}
+    return _TraceCodings(episodes, ids, codings, adjudications, by_episode, coder_ids, names)
+
+
+def _agreement_section(t: _TraceCodings, *, bootstrap: int, seed: int, level: float) -> dict:
+    """Agreement among coders on the responsible agent (nominal) and on the decisive step (within tolerances)."""
+    col = {c: i for i, c in enumerate(t.coder_ids)}
+    U, R = len(t.ids), len(t.coder_ids)
+    row = {pk: i for i, pk in enumerate(t.ids)}
     step_m = np.full((U, R), -1, dtype=np.int64)
     agent_s = [[""] * R for _ in range(U)]
-    for c in codings:
+    for c in t.codings:
         u, r = row[c.episode_id], col[c.coder_id]
         if c.decisive_step is not None:
             step_m[u, r] = c.decisive_step
@@ -103,7 +136,7 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
     agent_m = np.array([[vocab.index(a) if a else -1 for a in rows] for rows in agent_s], dtype=np.int64).reshape(U, R)
     agent_res = stats.agreement(agent_m, max(len(vocab), 2), B=bootstrap, seed=seed, level=level)
     step_res = step_agreement(step_m, B=bootstrap, seed=seed, level=level)
-    agreement = {
+    return {
         "agent": {
             "status": "ok" if agent_res.enough else "not_enough_data",
             "reason": agent_res.reason,
@@ -114,8 +147,8 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
             "krippendorff_alpha": _est(agent_res.krippendorff_alpha),
             "pairs": [
                 {
-                    "a": names.get(coder_ids[p.coder_a], ""),
-                    "b": names.get(coder_ids[p.coder_b], ""),
+                    "a": t.names.get(t.coder_ids[p.coder_a], ""),
+                    "b": t.names.get(t.coder_ids[p.coder_b], ""),
                     "n": p.n,
                     "percent_agreement": _est(p.percent),
                     "cohen_kappa": _est(p.kappa),
@@ -127,25 +160,29 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
             "status": "ok" if step_res.n_units >= 2 else "not_enough_data",
             "n_episodes": step_res.n_units,
             "n_pairs": step_res.n_pairs,
-            **{("exact" if t == 0 else f"within_{t}"): _est(step_res.within[t]) for t in TOLERANCES},
+            **{("exact" if tol == 0 else f"within_{tol}"): _est(step_res.within[tol]) for tol in TOLERANCES},
         },
     }
-    refs = {pk: ref for pk, ref in episodes if ref and (ref.get("agent") or ref.get("step") is not None)}
+
+
+def _reference_rows(study: Study, t: _TraceCodings, refs: dict[int, dict], level: float) -> list[dict]:
+    """Accuracy against the reference of each coder, of the final labels, and of each suggester (one query)."""
     ref_ids = list(refs)
     ref_agent = [str(refs[e].get("agent") or "") for e in ref_ids]
     ref_step = [refs[e]["step"] if refs[e].get("step") is not None else -1 for e in ref_ids]
     rows = []
-    for coder in coder_ids:
-        mine = {c.episode_id: c for c in codings if c.coder_id == coder}
+    for coder in t.coder_ids:
+        mine = {c.episode_id: c for c in t.codings if c.coder_id == coder}
         a = [mine[e].responsible_agent if e in mine else "" for e in ref_ids]
         s = [mine[e].decisive_step if e in mine and mine[e].decisive_step is not None else -1 for e in ref_ids]
-        rows.append(_accuracy_row(names.get(coder, str(coder)), "coder", a, ref_agent, s, ref_step, level))
+        rows.append(_accuracy_row(t.names.get(coder, str(coder)), "coder", a, ref_agent, s, ref_step, level))
     finals = [
         final_attribution(
-            adjudication=adjudications.get(e), codings=by_episode.get(e, []), k=study.coders_per_episode, study=study
+            adjudication=t.adjudications.get(e), codings=t.by_episode.get(e, []), k=study.coders_per_episode,
+            study=study,
         )
         for e in ref_ids
-    ]
+    ]  # fmt: skip
     rows.append(
         _accuracy_row(
             "final labels",
@@ -169,13 +206,4 @@ def attribution_document(study: Study, *, bootstrap: int = 1000, seed: int = 0, 
         a = [got[e].responsible_agent if e in got else "" for e in ref_ids]
         s = [got[e].decisive_step if e in got and got[e].decisive_step is not None else -1 for e in ref_ids]
         rows.append(_accuracy_row(f"suggester: {backend}", "suggester", a, ref_agent, s, ref_step, level))
-    return {
-        "trace_episodes": U,
-        "agreement": agreement,
-        "reference": {
-            "episodes": len(ref_ids),
-            "note": "Accuracy against the published reference attribution (e.g. Who&When's mistake agent and "
-            "step); n is the number of episodes where both the rater and the reference give a value.",
-            "raters": rows,
-        },
-    }
+    return rows

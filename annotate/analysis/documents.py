@@ -153,6 +153,46 @@ def _default_cell(diff: stats.DiffBootstrap, axes: Axes) -> tuple[int, int]:
     return divmod(k, len(axes.capabilities))
 
 
+def _contrast_section(ds: list, diffs: dict, p: Params, axes: Axes, sensitivity: bool) -> dict:
+    """The asked-for contrast between two kinds in one cell (given, or the largest difference), with its checks."""
+    ka, kb = (KINDS.index(k) for k in p.contrast)
+    lo, hi = min(ka, kb), max(ka, kb)
+    base = diffs[(lo, hi)]
+    sign = 1 if ka == lo else -1
+    stage, cap = p.cell if p.cell is not None else _default_cell(base, axes)
+    k = cell_index(axes, stage, cap)
+    contrast = {"a": KINDS[ka], "b": KINDS[kb]}
+    contrast.update(_contrast(ds[ka], ds[kb], k, sign, base, p, sensitivity, KINDS[ka], KINDS[kb]))
+    contrast.update(
+        {
+            "cell": {"stage": axes.stages[stage][0], "capability": axes.capabilities[cap][0]},
+            "cell_chosen": "given" if p.cell is not None else "largest_difference",
+        }
+    )
+    return contrast
+
+
+def _parameters_section(study: Study, p: Params, axes: Axes) -> dict:
+    return {
+        "bootstrap": p.bootstrap,
+        "seed": p.seed,
+        "level": p.level,
+        "interval": p.interval,
+        "interval_name": stats.CELL_METHOD_NAMES[p.interval],
+        "interval_default": stats.DEFAULT_CELL_METHOD,
+        "interval_methods": list(stats.CELL_METHODS),
+        "difference_interval": "bca" if p.diff_bca else "percentile",
+        "min_clusters": stats.MIN_CLUSTERS,
+        "resampling": "clusters with replacement, within each kind",
+        "block": stats.BLOCK,
+        "cap": p.cap,
+        "subsamples": p.subsamples,
+        "codebook": axes.codebook,
+        "label_rule": study.label_rule,
+        "label_coder": _label_coder(study),
+    }
+
+
 def analysis_document(
     study: Study,
     params: Params | None = None,
@@ -180,44 +220,14 @@ def analysis_document(
         )
         for a, b in combinations(range(len(KINDS)), 2)
     }
-    ka, kb = (KINDS.index(k) for k in p.contrast)
-    lo, hi = min(ka, kb), max(ka, kb)
-    base = diffs[(lo, hi)]
-    sign = 1 if ka == lo else -1
-    stage, cap = p.cell if p.cell is not None else _default_cell(base, axes)
-    k = cell_index(axes, stage, cap)
-    contrast = {"a": KINDS[ka], "b": KINDS[kb]}
-    contrast.update(_contrast(ds[ka], ds[kb], k, sign, base, p, sensitivity, KINDS[ka], KINDS[kb]))
-    contrast.update(
-        {
-            "cell": {"stage": axes.stages[stage][0], "capability": axes.capabilities[cap][0]},
-            "cell_chosen": "given" if p.cell is not None else "largest_difference",
-        }
-    )
+    contrast = _contrast_section(ds, diffs, p, axes, sensitivity)
     excluded = Counter()
     for kind in KINDS:
         excluded.update(labels.excluded[kind])
     return {
         "schema": "faultline.analysis/1",
         "study": {"slug": study.slug, "name": study.name},
-        "parameters": {
-            "bootstrap": p.bootstrap,
-            "seed": p.seed,
-            "level": p.level,
-            "interval": p.interval,
-            "interval_name": stats.CELL_METHOD_NAMES[p.interval],
-            "interval_default": stats.DEFAULT_CELL_METHOD,
-            "interval_methods": list(stats.CELL_METHODS),
-            "difference_interval": "bca" if p.diff_bca else "percentile",
-            "min_clusters": stats.MIN_CLUSTERS,
-            "resampling": "clusters with replacement, within each kind",
-            "block": stats.BLOCK,
-            "cap": p.cap,
-            "subsamples": p.subsamples,
-            "codebook": axes.codebook,
-            "label_rule": study.label_rule,
-            "label_coder": _label_coder(study),
-        },
+        "parameters": _parameters_section(study, p, axes),
         "data": {
             "as_of": labels.as_of,
             "fingerprint": labels.fingerprint,

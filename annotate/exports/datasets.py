@@ -31,6 +31,7 @@ from annotate.coding.services import evidence_checked
 from annotate.coding.visibility import FULL, Visibility
 from annotate.exports import rows as exports
 from annotate.exports.filters import EpisodeFilter
+from annotate.exports.parquet import parquet_write
 from annotate.imports.parsed import clean_json
 from annotate.models import (
     Adjudication,
@@ -86,7 +87,7 @@ def export_write(
     slots = None
     if fmt == "parquet":
         rows = digest.count(exports.export_rows(study, episodes, coders=coders))
-        exports.parquet_write(rows, str(out), progress=tick)
+        parquet_write(rows, str(out), progress=tick)
         with out.open("rb") as fh:
             for _chunk in digest.through(iter(lambda: fh.read(1 << 20), b"")):
                 pass
@@ -272,6 +273,39 @@ def dataset_import(
     every row's label must come out the same here, or nothing is written.
     """
     path = Path(path)
+    man, rows, codebook = _dataset_read(path)
+    slug = slug or rows[0]["study"]
+    k = coders_per_episode or man.get("coders_per_episode") or 2
+    study = study_create(slug=slug, name=man.get("study_name") or slug, codebook=codebook, owner=owner)
+    study.coders_per_episode = k
+    rule = man.get("label_rule") or LabelRule.CONSENSUS
+    lookup = _Lookup(
+        types={t.code: t for t in FailureType.objects.filter(codebook=codebook)},
+        values={(v.axis, v.code): v for v in AxisValue.objects.filter(codebook=codebook)},
+    )
+    coders = _Coders(Group.objects.get_or_create(name=exports.DATASET_CODERS_GROUP)[0])
+    episodes = _episodes_create(study, rows, _documents_create(study, rows))
+    suggestions, codings, adjudications = {}, [], []
+    for n, (row, ep) in enumerate(zip(rows, episodes, strict=True), 1):
+        where = f"row {n} ({row['external_id']})"
+        ep.queue_key = queue_key_for(study, ep.pk)
+        ep.created_at = _time(row["episode_created_at"]) or ep.created_at
+        if row.get("suggestion_backend"):
+            suggestions[ep.pk] = _row_suggestion(row, ep, lookup, slug=slug, where=where)
+        codings += _row_codings(row, ep, lookup, coders, k=k, where=where)
+        if row["label_status"] == "adjudicated":
+            adjudications.append(_row_adjudication(row, ep, lookup, coders, where=where))
+    created = _codes_store(suggestions, codings, adjudications)
+    _episodes_finish(study, episodes, adjudications, k=k, rule=rule, coders=coders)
+    _check_labels(study=study, rows=rows, episodes=episodes, codings=created, adjudications=adjudications)
+    return DatasetImport(
+        study=study, rows=len(rows), codings=len(created), adjudications=len(adjudications),
+        suggestions=len(suggestions),
+    )  # fmt: skip
+
+
+def _dataset_read(path: Path) -> tuple[dict, list[dict], Codebook]:
+    """The manifest beside the file ({} without one), the file's rows, and the codebook they name."""
     man = _manifest_for(path)
     if man and man.get("sha256") and man["sha256"] != _sha256(path):
         raise ValidationError({"file": f"'{path.name}' does not match the sha256 in its manifest"})
@@ -283,28 +317,30 @@ def dataset_import(
     codebook = Codebook.objects.filter(name=name, version=version).first()
     if codebook is None:
         raise ValidationError({"file": f"codebook '{label}' is not loaded here; run load_codebook first"})
-    slug = slug or rows[0]["study"]
-    k = coders_per_episode or (man or {}).get("coders_per_episode") or 2
-    study = study_create(slug=slug, name=(man or {}).get("study_name") or slug, codebook=codebook, owner=owner)
-    study.coders_per_episode = k
-    rule = (man or {}).get("label_rule") or LabelRule.CONSENSUS
-    lookup = _Lookup(
-        types={t.code: t for t in FailureType.objects.filter(codebook=codebook)},
-        values={(v.axis, v.code): v for v in AxisValue.objects.filter(codebook=codebook)},
-    )
-    group, _ = Group.objects.get_or_create(name=exports.DATASET_CODERS_GROUP)
-    users: dict[str, Any] = {}
-
-    def user(name: str):
-        if name not in users:
-            users[name] = _dataset_user(name, group)
-        return users[name]
-
-    docs: dict[tuple[str, str], Document] = {}
     for n, row in enumerate(rows, 1):
-        where = f"row {n} ({row.get('external_id')})"
         if row["codebook"] != label or row["study"] != rows[0]["study"]:
+            where = f"row {n} ({row.get('external_id')})"
             raise ValidationError({"file": f"{where}: every row must come from one study and codebook"})
+    return man or {}, rows, codebook
+
+
+class _Coders:
+    """The dataset's coders by pseudonym: inactive accounts in the dataset-coders group, made once each."""
+
+    def __init__(self, group: Group):
+        self.group = group
+        self.users: dict[str, Any] = {}
+
+    def __call__(self, name: str):
+        if name not in self.users:
+            self.users[name] = _dataset_user(name, self.group)
+        return self.users[name]
+
+
+def _documents_create(study: Study, rows: list[dict]) -> dict[tuple[str, str], Document]:
+    """One document per (kind, external id), with its import time; the body from a whole-document row."""
+    docs: dict[tuple[str, str], Document] = {}
+    for row in rows:
         key = (row["document_kind"], row["external_id"])
         doc = docs.get(key)
         if doc is None:
@@ -319,7 +355,10 @@ def dataset_import(
     for doc in docs.values():
         doc.imported_at = doc._imported_at or doc.imported_at
     Document.objects.bulk_update(docs.values(), ["imported_at"], batch_size=1000)
+    return docs
 
+
+def _episodes_create(study: Study, rows: list[dict], docs: dict[tuple[str, str], Document]) -> list[Episode]:
     episodes = []
     for row in rows:
         ep = Episode(
@@ -329,60 +368,66 @@ def dataset_import(
         )  # fmt: skip
         episodes.append(ep)
     Episode.objects.bulk_create(episodes, batch_size=1000)
+    return episodes
 
-    suggestions, codings, adjudications = {}, [], []
-    for n, (row, ep) in enumerate(zip(rows, episodes, strict=True), 1):
-        where = f"row {n} ({row['external_id']})"
-        ep.queue_key = queue_key_for(study, ep.pk)
-        ep.created_at = _time(row["episode_created_at"]) or ep.created_at
-        if row.get("suggestion_backend"):
-            if row["suggestion_backend"] not in SuggestionBackend.values:
-                raise ValidationError({"file": f"{where}: unknown suggestion backend"})
-            status = row["suggestion_status"] or SuggestionStatus.PENDING
-            suggestions[ep.pk] = Suggestion(
-                episode=ep, backend=row["suggestion_backend"], model=row["suggestion_model"] or "",
-                prompt_version=row["suggestion_prompt_version"] or "",
-                failure_type=lookup.type(row["suggestion_failure_type"], where),
-                confidence=row["suggestion_confidence"], status=status,
-                cache_key=hashlib.sha256(f"dataset:{slug}:{ep.pk}".encode()).hexdigest(),
-            )  # fmt: skip
-        if len(row["codings"]) > k:
-            # The refusal of the coding service (k coders per episode), for a whole file at once.
-            raise ValidationError(
-                {"file": f"{where}: {len(row['codings'])} codings, more than the study's {k} coders per episode"}
-            )
-        text = row["excerpt"] or ""
-        for c in row["codings"]:
-            try:
-                evidence, start, end = evidence_checked(text, c["evidence"] or "", None, None)
-            except ValidationError as exc:
-                raise ValidationError({"file": f"{where}: coder {c['coder']}: {exc.messages[0]}"}) from exc
-            coding = Coding(
-                episode=ep, coder=user(c["coder"]), failure_type=lookup.type(c["failure_type"], where),
-                source=lookup.value(Axis.SOURCE, c["source"], where),
-                stage=lookup.value(Axis.STAGE, c["stage"], where),
-                capability=lookup.value(Axis.CAPABILITY, c["capability"], where),
-                not_a_failure=bool(c["not_a_failure"]), not_a_failure_reason=c["not_a_failure_reason"] or "",
-                needs_new_type=bool(c["needs_new_type"]), confidence=c["confidence"] or "medium",
-                evidence=evidence, evidence_start=start, evidence_end=end,
-            )  # fmt: skip
-            coding._times = (_time(c["created_at"]), _time(c["updated_at"]))
-            coding._from_suggestion = c["from_suggestion"]
-            codings.append(coding)
-        if row["label_status"] == "adjudicated":
-            adjudications.append(
-                Adjudication(
-                    episode=ep,
-                    adjudicator=user(row["adjudicator"] or "dataset-adjudicator"),
-                    failure_type=lookup.type(row["label_failure_type"], where),
-                    source=lookup.value(Axis.SOURCE, row["label_source"], where),
-                    stage=lookup.value(Axis.STAGE, row["label_stage"], where),
-                    capability=lookup.value(Axis.CAPABILITY, row["label_capability"], where),
-                    not_a_failure=bool(row["label_not_a_failure"]),
-                    needs_new_type=bool(row["label_needs_new_type"]),
-                    rationale=row["adjudication_rationale"] or "",
-                )
-            )
+
+def _row_suggestion(row: dict, ep: Episode, lookup: _Lookup, *, slug: str, where: str) -> Suggestion:
+    if row["suggestion_backend"] not in SuggestionBackend.values:
+        raise ValidationError({"file": f"{where}: unknown suggestion backend"})
+    status = row["suggestion_status"] or SuggestionStatus.PENDING
+    return Suggestion(
+        episode=ep, backend=row["suggestion_backend"], model=row["suggestion_model"] or "",
+        prompt_version=row["suggestion_prompt_version"] or "",
+        failure_type=lookup.type(row["suggestion_failure_type"], where),
+        confidence=row["suggestion_confidence"], status=status,
+        cache_key=hashlib.sha256(f"dataset:{slug}:{ep.pk}".encode()).hexdigest(),
+    )  # fmt: skip
+
+
+def _row_codings(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, *, k: int, where: str) -> list[Coding]:
+    if len(row["codings"]) > k:
+        # The refusal of the coding service (k coders per episode), for a whole file at once.
+        raise ValidationError(
+            {"file": f"{where}: {len(row['codings'])} codings, more than the study's {k} coders per episode"}
+        )
+    text = row["excerpt"] or ""
+    codings = []
+    for c in row["codings"]:
+        try:
+            evidence, start, end = evidence_checked(text, c["evidence"] or "", None, None)
+        except ValidationError as exc:
+            raise ValidationError({"file": f"{where}: coder {c['coder']}: {exc.messages[0]}"}) from exc
+        coding = Coding(
+            episode=ep, coder=coders(c["coder"]), failure_type=lookup.type(c["failure_type"], where),
+            source=lookup.value(Axis.SOURCE, c["source"], where),
+            stage=lookup.value(Axis.STAGE, c["stage"], where),
+            capability=lookup.value(Axis.CAPABILITY, c["capability"], where),
+            not_a_failure=bool(c["not_a_failure"]), not_a_failure_reason=c["not_a_failure_reason"] or "",
+            needs_new_type=bool(c["needs_new_type"]), confidence=c["confidence"] or "medium",
+            evidence=evidence, evidence_start=start, evidence_end=end,
+        )  # fmt: skip
+        coding._times = (_time(c["created_at"]), _time(c["updated_at"]))
+        coding._from_suggestion = c["from_suggestion"]
+        codings.append(coding)
+    return codings
+
+
+def _row_adjudication(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, *, where: str) -> Adjudication:
+    return Adjudication(
+        episode=ep,
+        adjudicator=coders(row["adjudicator"] or "dataset-adjudicator"),
+        failure_type=lookup.type(row["label_failure_type"], where),
+        source=lookup.value(Axis.SOURCE, row["label_source"], where),
+        stage=lookup.value(Axis.STAGE, row["label_stage"], where),
+        capability=lookup.value(Axis.CAPABILITY, row["label_capability"], where),
+        not_a_failure=bool(row["label_not_a_failure"]),
+        needs_new_type=bool(row["label_needs_new_type"]),
+        rationale=row["adjudication_rationale"] or "",
+    )
+
+
+def _codes_store(suggestions: dict[int, Suggestion], codings: list[Coding], adjudications: list) -> list[Coding]:
+    """Suggestions, codings (with history, keeping the file's times) and adjudications; the codings created."""
     Suggestion.objects.bulk_create(suggestions.values(), batch_size=1000)
     for coding in codings:
         if coding._from_suggestion:
@@ -393,7 +438,11 @@ def dataset_import(
         coding.created_at, coding.updated_at = first or coding.created_at, last or coding.updated_at
     Coding.objects.bulk_update(created, ["created_at", "updated_at"], batch_size=1000)
     bulk_create_with_history(adjudications, Adjudication, batch_size=1000)
+    return created
 
+
+def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list, *, k: int, rule: str, coders) -> None:
+    """Episode statuses and disagreement state, the study's k and label rule, and the coders' memberships."""
     adjudicated = {a.episode_id for a in adjudications}
     for ep in episodes:
         if ep.pk in adjudicated:
@@ -404,16 +453,10 @@ def dataset_import(
     disagreement_refresh(study_id=study.pk)  # the study is new: all its episodes are these
     Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule)
     study.label_rule = rule
-    for member in users.values():
+    for member in coders.users.values():
         Membership.objects.get_or_create(study=study, user=member, defaults={"role": Role.CODER})
     adjudicators = {a.adjudicator_id for a in adjudications}
     Membership.objects.filter(study=study, user_id__in=adjudicators).update(adjudicator=True)
-
-    _check_labels(study=study, rows=rows, episodes=episodes, codings=created, adjudications=adjudications)
-    return DatasetImport(
-        study=study, rows=len(rows), codings=len(created), adjudications=len(adjudications),
-        suggestions=len(suggestions),
-    )  # fmt: skip
 
 
 def _check_labels(*, study: Study, rows: list[dict], episodes, codings, adjudications) -> None:

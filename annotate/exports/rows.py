@@ -18,7 +18,7 @@ import csv
 import hashlib
 import hmac
 import io
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -292,6 +292,32 @@ def _read_ahead(study: Study, qs: QuerySet[Episode], chunk: int, alias: str) -> 
     return prefetched(pages(), chunk=1, ahead=1, name="export-read-ahead")
 
 
+def _codings(rows, names: CoderNames, types: dict, values: dict) -> list[dict[str, Any]]:
+    """An episode's codings as dicts, by coder name, not id: ids differ between instances, so an imported
+    dataset exports its codings in the same order."""
+    return sorted(
+        (
+            {
+                "coder": names(c[1]),
+                "failure_type": types.get(c[2]),
+                "source": values.get(c[3]),
+                "stage": values.get(c[4]),
+                "capability": values.get(c[5]),
+                "not_a_failure": bool(c[6]),
+                "not_a_failure_reason": c[8],
+                "needs_new_type": bool(c[7]),
+                "confidence": c[9],
+                "evidence": c[10],
+                "from_suggestion": c[11] is not None,
+                "created_at": _ts(c[12]),
+                "updated_at": _ts(c[13]),
+            }
+            for c in rows
+        ),
+        key=_by_coder,
+    )
+
+
 def export_rows(
     study: Study, episodes: QuerySet[Episode] | None = None, *, coders: str = CODERS_PSEUDONYMOUS, chunk: int = CHUNK
 ) -> Iterator[dict[str, Any]]:
@@ -354,29 +380,7 @@ def export_rows(
                 "episode_created_at": _ts(ep[12]),
                 "first_coded_at": _ts(min(c[12] for c in rows)) if rows else None,
                 "last_coded_at": _ts(max(c[13] for c in rows)) if rows else None,
-                # By coder name, not id: ids differ between instances, so an imported dataset
-                # exports its codings in the same order.
-                "codings": sorted(
-                    (
-                        {
-                            "coder": names(c[1]),
-                            "failure_type": types.get(c[2]),
-                            "source": values.get(c[3]),
-                            "stage": values.get(c[4]),
-                            "capability": values.get(c[5]),
-                            "not_a_failure": bool(c[6]),
-                            "not_a_failure_reason": c[8],
-                            "needs_new_type": bool(c[7]),
-                            "confidence": c[9],
-                            "evidence": c[10],
-                            "from_suggestion": c[11] is not None,
-                            "created_at": _ts(c[12]),
-                            "updated_at": _ts(c[13]),
-                        }
-                        for c in rows
-                    ),
-                    key=_by_coder,
-                ),
+                "codings": _codings(rows, names, types, values),
             }
 
 
@@ -465,76 +469,6 @@ def coder_slots(study: Study, episodes: QuerySet[Episode] | None = None) -> int:
         qs = qs.filter(episode__in=episodes.values("pk"))
     most = qs.values("episode_id").annotate(n=Count("id")).aggregate(m=Max("n"))["m"]
     return max(most or 0, 1)
-
-
-# ---- Parquet ----
-
-
-def parquet_schema():
-    import pyarrow as pa
-
-    ts = pa.timestamp("us", tz="UTC")
-    coding = pa.struct(
-        [
-            ("coder", pa.string()), ("failure_type", pa.string()), ("source", pa.string()), ("stage", pa.string()),
-            ("capability", pa.string()), ("not_a_failure", pa.bool_()), ("not_a_failure_reason", pa.string()),
-            ("needs_new_type", pa.bool_()), ("confidence", pa.string()), ("evidence", pa.string()),
-            ("from_suggestion", pa.bool_()), ("created_at", ts), ("updated_at", ts),
-        ]
-    )  # fmt: skip
-    fields = []
-    for col in BASE_COLUMNS:
-        if col in BOOL_COLUMNS:
-            typ = pa.bool_()
-        elif col in INT_COLUMNS:
-            typ = pa.int64()
-        elif col in FLOAT_COLUMNS:
-            typ = pa.float64()
-        elif col in TIME_COLUMNS:
-            typ = ts
-        else:
-            typ = pa.string()
-        fields.append((col, typ))
-    fields.append(("codings", pa.list_(coding)))
-    return pa.schema(fields)
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def _arrow_row(row: dict) -> dict:
-    out = dict(row)
-    for col in TIME_COLUMNS:
-        out[col] = _parse_time(row[col])
-    out["codings"] = [
-        {**c, "created_at": _parse_time(c["created_at"]), "updated_at": _parse_time(c["updated_at"])}
-        for c in row["codings"]
-    ]
-    return out
-
-
-def parquet_write(rows: Iterable[dict], sink, *, batch_rows: int = 5000, progress: Callable | None = None) -> int:
-    """Write rows to `sink` (a path or binary file) as Parquet, batch by batch. Returns the row count."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = parquet_schema()
-    n = 0
-    with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
-        batch: list[dict] = []
-        for row in rows:
-            batch.append(_arrow_row(row))
-            if len(batch) >= batch_rows:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                n += len(batch)
-                batch = []
-                if progress:
-                    progress(n)
-        if batch or n == 0:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-            n += len(batch)
-    return n
 
 
 # ---- The manifest ----

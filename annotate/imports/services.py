@@ -62,6 +62,45 @@ def import_file(
     return result
 
 
+def _spooled(
+    study: Study, path: Path, spool: Path, *, resume, include_prs: bool, writers: int, fresh: bool, on_batch
+) -> tuple[Path, _Batches]:
+    """The file's spool and its batches' state: the spool of the run being resumed, or the file parsed into a
+    new one (with several writers, the first batches are written meanwhile and committed once it parsed)."""
+    if resume and spool.is_file():
+        return spool, _Batches(resume, resume["total"])
+    batches = _Batches(resume, 0)  # a checkpoint whose spool is gone: parse again, then resume
+    early = None
+    if writers > 1 and EARLY_WRITES and not resume:
+        early = _EarlyWriters(writers, study=study, fresh=fresh, batches=batches, on_batch=on_batch)
+    try:
+        spool, total = _spool_write(path, include_prs=include_prs, offer=early and early.offer)
+    except BaseException:
+        if early is not None:
+            early.finish(commit=False)
+        raise
+    batches.total = total
+    if early is not None:
+        early.finish(commit=True)
+    return spool, batches
+
+
+def _pending(spool: Path, batches: _Batches) -> Iterator[tuple[int, list, dict]]:
+    """The spool's batches still to write, as (index, records, digests)."""
+    position = 0
+    with spool.open("rb") as lines:
+        for index, line in enumerate(lines):
+            if batches.committed(index):
+                # Written early, or before a restart: not worth decoding. (`position` is only read
+                # for a checkpoint of the old form, for which this is never true.)
+                continue
+            items, digests = _spool_batch(line)
+            start, position = position, position + len(items)
+            todo = batches.pending(index, start, items)
+            if todo:
+                yield index, todo, digests
+
+
 @fewer_collections()
 def import_file_resumable(
     *,
@@ -93,41 +132,15 @@ def import_file_resumable(
     writers = writers or import_writers()
     fresh = not Document.objects.filter(study=study).exists()
     try:
-        if resume and spool.is_file():
-            total = resume["total"]
-            batches = _Batches(resume, total)
-        else:
-            batches = _Batches(resume, 0)  # a checkpoint whose spool is gone: parse again, then resume
-            early = None
-            if writers > 1 and EARLY_WRITES and not resume:
-                early = _EarlyWriters(writers, study=study, fresh=fresh, batches=batches, on_batch=on_batch)
-            try:
-                spool, total = _spool_write(path, include_prs=include_prs, offer=early and early.offer)
-            except BaseException:
-                if early is not None:
-                    early.finish(commit=False)
-                raise
-            batches.total = total
-            if early is not None:
-                early.finish(commit=True)
+        spool, batches = _spooled(
+            study, path, spool, resume=resume, include_prs=include_prs, writers=writers, fresh=fresh,
+            on_batch=on_batch,
+        )  # fmt: skip
     except IntegrityError as exc:
         raise _concurrent_import_error(exc) from exc
+    total = batches.total
     if progress is not None:
         progress(batches.records, total)
-
-    def work() -> Iterator[tuple[int, list, dict]]:
-        position = 0
-        with spool.open("rb") as lines:
-            for index, line in enumerate(lines):
-                if batches.committed(index):
-                    # Written early, or before a restart: not worth decoding. (`position` is only read
-                    # for a checkpoint of the old form, for which this is never true.)
-                    continue
-                items, digests = _spool_batch(line)
-                start, position = position, position + len(items)
-                todo = batches.pending(index, start, items)
-                if todo:
-                    yield index, todo, digests
 
     def write(index: int, items: list, digests: dict) -> None:
         _write_spooled_batch(study=study, index=index, items=items, digests=digests, fresh=fresh, batches=batches,
@@ -135,12 +148,14 @@ def import_file_resumable(
 
     try:
         if writers == 1:
-            for index, items, digests in work():
+            for index, items, digests in _pending(spool, batches):
                 write(index, items, digests)
                 if progress is not None:
                     progress(batches.records, total)
         else:
-            _write_in_threads(work(), write, writers, lambda: progress and progress(batches.records, total))
+            _write_in_threads(
+                _pending(spool, batches), write, writers, lambda: progress and progress(batches.records, total)
+            )
     except IntegrityError as exc:
         raise _concurrent_import_error(exc) from exc
     spool.unlink(missing_ok=True)

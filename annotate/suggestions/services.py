@@ -293,6 +293,27 @@ def _batch_plan(qs: QuerySet[Episode], limit: int | None) -> dict[str, Any]:
     return {"max_id": agg["last"] or 0, "after_id": 0, "done": 0, "total": total, "counts": counts, "cost": "0"}
 
 
+def _chunk_answers(suggester, chunk: list[Episode], tick: Callable[[], None]) -> tuple[list, dict]:
+    """Answers for a chunk's episodes that have no usable stored one: [(episode, cache key, answer)], and the
+    suggestions already stored for the chunk by (episode id, cache key) (a failed one is answered again)."""
+    texts = [episode_text(e) for e in chunk]
+    titles = [e.document.title for e in chunk]
+    keys = [
+        cache_key(suggester.model, suggester.prompt_version, reading(ti, t))
+        for ti, t in zip(titles, texts, strict=True)
+    ]
+    existing = {
+        (s.episode_id, s.cache_key): s for s in Suggestion.objects.filter(episode__in=chunk, cache_key__in=keys)
+    }
+    cached = {k for k, s in existing.items() if not s.error}
+    todo = [i for i, e in enumerate(chunk) if (e.pk, keys[i]) not in cached]
+    pairs = _answer_chunk(
+        suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick,
+        [chunk[i].document for i in todo] if getattr(suggester, "reads_context", False) else None,
+    )  # fmt: skip
+    return [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs], existing
+
+
 def suggestions_make(
     *,
     study: Study,
@@ -345,22 +366,7 @@ def suggestions_make(
             ticks[0] += 1
             progress(ticks[0], total)
 
-        texts = [episode_text(e) for e in chunk]
-        titles = [e.document.title for e in chunk]
-        keys = [
-            cache_key(suggester.model, suggester.prompt_version, reading(ti, t))
-            for ti, t in zip(titles, texts, strict=True)
-        ]
-        existing = {
-            (s.episode_id, s.cache_key): s for s in Suggestion.objects.filter(episode__in=chunk, cache_key__in=keys)
-        }
-        cached = {k for k, s in existing.items() if not s.error}
-        todo = [i for i, e in enumerate(chunk) if (e.pk, keys[i]) not in cached]
-        pairs = _answer_chunk(
-            suggester, [texts[i] for i in todo], [titles[i] for i in todo], [chunk[i].pk for i in todo], tick,
-            [chunk[i].document for i in todo] if getattr(suggester, "reads_context", False) else None,
-        )  # fmt: skip
-        results = [(chunk[todo[j]], keys[todo[j]], answer) for j, answer in pairs]
+        results, existing = _chunk_answers(suggester, chunk, tick)
         for _, _, answer in results:
             counts["input_tokens"] += answer.input_tokens
             counts["output_tokens"] += answer.output_tokens

@@ -22,6 +22,7 @@ from annotate.coding.visibility import BLIND_REPORT, coding_visibility
 from annotate.exports import rows as exports
 from annotate.exports.datasets import export_episodes, export_file_path
 from annotate.exports.filters import EpisodeFilter
+from annotate.exports.parquet import parquet_write
 from annotate.jobs.runner import job_start
 from annotate.models import JobStatus, Role
 from api import selectors
@@ -177,7 +178,7 @@ class ExportView(APIView):
         # A temporary file, deleted when the response closes it: Parquet needs a seekable sink.
         out = tempfile.TemporaryFile()  # noqa: SIM115 - FileResponse closes it
         digest = exports.Digest()
-        exports.parquet_write(digest.count(exports.export_rows(request.study, episodes, coders=coders)), out)
+        parquet_write(digest.count(exports.export_rows(request.study, episodes, coders=coders)), out)
         if options["manifest"]:
             out.seek(0)
             for _chunk in digest.through(iter(lambda: out.read(1 << 20), b"")):
