@@ -36,7 +36,7 @@ from annotate.suggestions.base import codebook_spec_from_data  # noqa: E402
 from annotate.suggestions.llm import LLMSuggester, make_client  # noqa: E402
 from annotate.suggestions.local import LocalSuggester  # noqa: E402
 from annotate.suggestions.local_model import TrainingExample, model_train  # noqa: E402
-from annotate.tests.llm_server import FakeLLMServer  # noqa: E402
+from annotate.tests.factories.llm_server import FakeLLMServer  # noqa: E402
 from bench.synthetic_suggest import synthetic_episodes  # noqa: E402
 
 CHUNK = 500  # the batch service scores in chunks of this size

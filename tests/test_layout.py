@@ -7,8 +7,10 @@ the move (at 74991ea), so a later move that forgets one fails a test instead of 
 
 from __future__ import annotations
 
+import ast
 import json
 import tarfile
+import tomllib
 import zlib
 from pathlib import Path
 
@@ -96,3 +98,148 @@ def test_it_keeps_the_job_kinds_stored_in_job_rows():
     assert set(HANDLERS) == {
         "recount", "suggest", "retrain", "audit", "import", "import_traces", "export_parquet", "bootstrap",
     }  # fmt: skip
+
+
+# ---- The layout itself: acyclic, small files, short functions, few loose modules ----------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("lib", "taxonomy", "annotate", "api", "config")
+MAX_FILE_LINES, MAX_FUNCTION_LINES, MAX_LOOSE_MODULES = 600, 80, 10
+
+
+def production_modules(root: Path) -> dict[str, Path]:
+    """Module name -> file, for the project's own code (no tests, migrations or benches)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if "tests" in parts or "migrations" in parts:
+                continue
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Edges between the given modules from every import statement, function-level ones included."""
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def long_functions(modules: dict[str, Path], limit: int) -> list[str]:
+    return [
+        f"{path.relative_to(path.parents[len(name.split('.')) - 1])}:{node.lineno} {node.name} "
+        f"({node.end_lineno - node.lineno + 1} lines)"
+        for name, path in modules.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit
+    ]
+
+
+def test_the_import_graph_of_the_project_has_no_cycle_even_through_function_level_imports():
+    modules = production_modules(ROOT)
+    assert len(modules) > 150 and "annotate.jobs.runner" in modules and "lib.stats.bootstrap" in modules
+    assert cycles(import_graph(modules)) == []
+
+
+def test_the_cycle_finder_sees_a_cycle_hidden_in_a_function(tmp_path):
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "annotate" / "a.py").write_text("from annotate.b import x\n")
+    (tmp_path / "annotate" / "b.py").write_text("x = 1\n\n\ndef f():\n    from .c import y\n")
+    (tmp_path / "annotate" / "c.py").write_text("def g():\n    from annotate import a\n")
+    (tmp_path / "annotate" / "d.py").write_text("import annotate.a\n")
+    modules = production_modules(tmp_path)
+    assert cycles(import_graph(modules)) == [["annotate.a", "annotate.b", "annotate.c"]]
+
+
+def test_no_production_module_is_over_600_lines_and_no_function_over_80():
+    modules = production_modules(ROOT)
+    too_long = {str(p.relative_to(ROOT)): n for p in modules.values() if (n := len(p.read_text().splitlines())) > 600}
+    assert too_long == {}
+    assert long_functions(modules, MAX_FUNCTION_LINES) == []
+
+
+def test_the_size_checks_flag_a_long_function(tmp_path):
+    (tmp_path / "annotate").mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(80))
+    (tmp_path / "annotate" / "m.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}\n")
+    found = long_functions({"annotate.m": tmp_path / "annotate" / "m.py"}, MAX_FUNCTION_LINES)
+    assert len(found) == 1 and "long (81 lines)" in found[0]
+
+
+def test_annotate_keeps_few_loose_modules_and_one_package_per_sub_domain():
+    loose = sorted(p.name for p in (ROOT / "annotate").glob("*.py"))
+    assert len(loose) <= MAX_LOOSE_MODULES, loose
+    for package in ("models", "jobs", "studies", "documents", "coding", "imports", "traces", "suggestions",
+                    "incidents", "analysis", "exports", "ops", "views"):  # fmt: skip
+        assert (ROOT / "annotate" / package / "__init__.py").is_file(), package
+
+
+def test_the_private_module_contract_names_every_private_module():
+    """pyproject's import-linter contract lists the private modules by name; a new one must be listed too."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in config if c["name"].startswith("api and views never reach")]
+    private = {m for m in production_modules(ROOT) if m.startswith("annotate.") and m.rpartition(".")[2][0] == "_"}
+    private -= {m for m in private if m.endswith("__init__")}
+    assert set(contract["forbidden_modules"]) == private

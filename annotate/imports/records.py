@@ -158,7 +158,7 @@ _HASH_JSON = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")
 
 def _json_string(text: str) -> bytes:
     """`json.dumps(text, ensure_ascii=False)` as UTF-8: orjson writes the same bytes for every code point
-    (annotate/tests/test_imports.py checks them all) several times faster; it refuses a lone surrogate."""
+    (annotate/tests/imports/test_imports.py checks them all) several times faster; it refuses a lone surrogate."""
     try:
         return orjson.dumps(text)
     except TypeError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from annotate.models import Job, JobStatus
-from annotate.tests.analysis_factory import build, paper_rows
+from annotate.tests.factories.analysis_factory import build, paper_rows
 
 
 @pytest.fixture

@@ -214,7 +214,7 @@ def test_backoff_doubles(settings):
 
 def test_an_incident_trace_gets_steps_and_its_artifacts_sit_under_their_span(as_user, bob, study, eager):
     from annotate.models import TraceStep
-    from annotate.tests.trace_fixtures import otlp_trace
+    from annotate.tests.factories.trace_fixtures import otlp_trace
     from annotate.traces.selectors import trace_window
 
     client = as_user(bob)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from annotate.models import Coding, Job, JobStatus, Suggestion, SuggestionStatus
-from annotate.tests.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer
 from tests.faults.conftest import app_env, csrf_of, logged_in, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

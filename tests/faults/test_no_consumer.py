@@ -13,7 +13,7 @@ import redis
 from django.conf import settings
 
 from annotate.models import Document, Job, JobStatus, Suggestion
-from annotate.tests.llm_server import FakeLLMServer, episode_from
+from annotate.tests.factories.llm_server import FakeLLMServer, episode_from
 from tests.faults.conftest import app_env, csrf_of, logged_in, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

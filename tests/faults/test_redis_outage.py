@@ -7,7 +7,7 @@ import pytest
 from django.db.models import Count
 
 from annotate.models import Job, JobStatus, Suggestion
-from annotate.tests.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer
 from tests.faults.conftest import app_env, csrf_of, logged_in, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

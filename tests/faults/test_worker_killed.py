@@ -14,7 +14,7 @@ from django.db.models import Count
 
 from annotate.models import Document, Episode, Job, JobStatus, Suggestion
 from annotate.suggestions.services import CHUNK
-from annotate.tests.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer
 from tests.faults.conftest import app_env, kill_whole, wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

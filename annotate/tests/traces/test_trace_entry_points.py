@@ -14,7 +14,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotate.models import Document, Episode, Job, TraceStep
-from annotate.tests.trace_fixtures import otlp_trace
+from annotate.tests.factories.trace_fixtures import otlp_trace
 from annotate.traces.services import trace_import_value
 
 WHO = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"

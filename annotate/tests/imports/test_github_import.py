@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from annotate.imports.github import GitHubClient, GitHubError, parse_links
 from annotate.imports.services import import_github_repo
 from annotate.models import Document, Episode
-from annotate.tests.github_server import FakeGitHub, issue
+from annotate.tests.factories.github_server import FakeGitHub, issue
 
 REPO = "acme-agents/taskpilot"
 ISSUES = f"/repos/{REPO}/issues"

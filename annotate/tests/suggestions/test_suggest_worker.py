@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from annotate.models import Job, JobStatus, Suggestion
-from annotate.tests.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer
 
 
 @pytest.mark.services

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from annotate.tests.analysis_factory import build, paper_rows
-from annotate.tests.test_adjudication import cases, code  # noqa: F401 - fixtures
+from annotate.tests.coding.test_adjudication import cases, code  # noqa: F401 - fixtures
+from annotate.tests.factories.analysis_factory import build, paper_rows
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotate.tests.test_coding_page import post_data, url
+from annotate.tests.views.test_coding_page import post_data, url
 
 
 def _progress(client) -> str:

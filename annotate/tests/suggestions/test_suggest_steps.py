@@ -10,7 +10,7 @@ from django.conf import settings
 from annotate.models import Episode, Suggestion, TraceStep
 from annotate.suggestions.services import suggestions_make
 from annotate.suggestions.steps import LOCAL_RULE, RULES, suggest_step
-from annotate.tests.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer
 from annotate.traces.parsed import Step
 from annotate.traces.services import import_traces
 

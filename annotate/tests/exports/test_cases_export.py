@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from annotate.coding.services import CodingValues, coding_save
 from annotate.models import Episode
-from annotate.tests.trace_fixtures import openinference_trace, otlp_trace
+from annotate.tests.factories.trace_fixtures import openinference_trace, otlp_trace
 from annotate.traces.parsed import TraceArtifact
 from annotate.traces.services import trace_import_value
 

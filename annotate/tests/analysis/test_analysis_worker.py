@@ -18,7 +18,7 @@ from annotate.analysis.documents import analysis_document
 from annotate.analysis.params import Params
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus
-from annotate.tests.analysis_factory import build, paper_rows
+from annotate.tests.factories.analysis_factory import build, paper_rows
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

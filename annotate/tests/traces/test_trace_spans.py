@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from annotate.imports.parsed import ImportFileError
 from annotate.models import Artifact, Document, TraceStep
-from annotate.tests.trace_fixtures import openinference_trace, otlp_trace
+from annotate.tests.factories.trace_fixtures import openinference_trace, otlp_trace
 from annotate.traces.parsed import TraceArtifact
 from annotate.traces.selectors import trace_window
 from annotate.traces.services import import_traces, trace_import_value

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from annotate.models import Job
-from annotate.tests.analysis_factory import build, paper_rows
+from annotate.tests.factories.analysis_factory import build, paper_rows
 
 
 @pytest.fixture

@@ -24,7 +24,14 @@ from annotate.suggestions._text import (
 from annotate.suggestions.base import codebook_spec
 from annotate.suggestions.local import DECLINED_LANGUAGE, LocalSuggester
 from annotate.suggestions.services import suggestions_make
-from annotate.tests.report_texts import CHINESE, MAX_ITERATIONS, PAIRS, RATE_EN, SHORT_LOOP, TEMPLATED_SHORT_LOOP
+from annotate.tests.factories.report_texts import (
+    CHINESE,
+    MAX_ITERATIONS,
+    PAIRS,
+    RATE_EN,
+    SHORT_LOOP,
+    TEMPLATED_SHORT_LOOP,
+)
 
 TRACEBACK_REPORT = """### Describe the bug
 

@@ -104,7 +104,7 @@ def test_a_second_delivery_of_a_running_job_does_nothing(study, monkeypatch):
     claimed = job_claim(job_id=job.pk)
     ran = []
     monkeypatch.setitem(registry.HANDLERS, "recount", record_run)
-    monkeypatch.setattr("annotate.tests.test_jobs.RUNS", ran)
+    monkeypatch.setattr("annotate.tests.jobs.test_jobs.RUNS", ran)
     job_run(job_id=job.pk)
     job.refresh_from_db()
     assert ran == []

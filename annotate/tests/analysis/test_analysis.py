@@ -18,7 +18,7 @@ from annotate.analysis.params import Params, parse_params
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus
 from annotate.studies.services import study_create
-from annotate.tests.analysis_factory import (
+from annotate.tests.factories.analysis_factory import (
     CAPS,
     STAGES,
     Row,

@@ -153,7 +153,7 @@ def test_it_keeps_the_content_hashes_of_earlier_imports():
 
 
 def test_a_trace_repeated_in_a_later_batch_keeps_the_steps_of_the_copy_imported(study, tmp_path, monkeypatch):
-    from annotate.tests.trace_fixtures import otlp_trace
+    from annotate.tests.factories.trace_fixtures import otlp_trace
     from annotate.traces import services as service
 
     first, second = otlp_trace(), otlp_trace()

@@ -14,7 +14,7 @@ from annotate.suggestions.base import cache_key, codebook_spec, episode_text, re
 from annotate.suggestions.llm import LLMConfigError, LLMSuggester
 from annotate.suggestions.prompts import answer_validate, prompt_version_for
 from annotate.suggestions.services import suggestion_batch_start, suggestions_make
-from annotate.tests.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer
 
 BODY = "The agent hit 429 Too Many Requests from the provider and gave up after one try."
 
@@ -279,7 +279,7 @@ def _adjudicate(ep, codes, adjudicator, code, source, stage, capability):
 
 @pytest.fixture
 def adjudicated(study, make_episode, codes, alice):
-    from annotate.tests.report_texts import JSON_EN, LOOP_EN, MAX_ITERATIONS, RATE_EN
+    from annotate.tests.factories.report_texts import JSON_EN, LOOP_EN, MAX_ITERATIONS, RATE_EN
 
     texts = [
         ("Search API 429 aborts the research run", RATE_EN, "EXT-02", "tool_service"),
