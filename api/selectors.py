@@ -47,7 +47,7 @@ def episodes(study: Study) -> QuerySet[Episode]:
 
 
 def codings_visible(membership: Membership) -> QuerySet[Coding]:
-    """A study's codings as this member may see them (annotate.visibility decides)."""
+    """A study's codings as this member may see them (annotate.coding.visibility decides)."""
     qs = Coding.objects.filter(episode__study_id=membership.study_id).select_related(
         "coder", "failure_type", "source", "stage", "capability"
     )
@@ -57,7 +57,7 @@ def codings_visible(membership: Membership) -> QuerySet[Coding]:
 def jobs_visible(user) -> QuerySet[Job]:
     """Jobs of the user's studies, and the user's own jobs without a study.
 
-    Where blinding keeps everyone's codings from a member (annotate.visibility), they see
+    Where blinding keeps everyone's codings from a member (annotate.coding.visibility), they see
     only the jobs they started: others' jobs carry reports of everyone's codings.
     """
     memberships = Membership.objects.filter(user=user).select_related("study")

@@ -14,7 +14,7 @@ a model trained on the other folds):
 - the learning curve at 30, 60 and 120 training labels where there are enough
   (3 random draws each, scored on the rest);
 - the `uncertain` queue order against random order: labels needed to reach a
-  local accuracy (see annotate.suggest_active).
+  local accuracy (see annotate.suggestions._active).
 
 Rows with `eval_fold: holdout` (the evaluation set's held-out fold) are left out unless
 `--holdout` is given, which scores only them (train on the rest): look at it once.

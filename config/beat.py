@@ -1,4 +1,4 @@
-"""Celery beat's scheduler, which also tends the jobs itself (annotate.jobs.jobs_tend).
+"""Celery beat's scheduler, which also tends the jobs itself (annotate.jobs.runner.jobs_tend).
 
 Tending runs in the beat process rather than as a task so that it never
 waits for a free worker slot: when every worker is busy with long jobs, or

@@ -244,7 +244,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 2}
 # A web request that starts a job must never hang on a dead broker: give up
-# publishing quickly; the Job stays pending and beat re-sends it (annotate/jobs.py).
+# publishing quickly; the Job stays pending and beat re-sends it (annotate/jobs/runner.py).
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 # Workers reconnect to the broker for as long as it takes, and keep running their jobs meanwhile
@@ -252,7 +252,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "inte
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
-# Job leases (annotate/jobs.py): a worker's heartbeat renews its job's lease every quarter of
+# Job leases (annotate/jobs/runner.py): a worker's heartbeat renews its job's lease every quarter of
 # FAULTLINE_JOB_LEASE_S; a job whose lease expires is re-queued by beat ("worker lost"), at most
 # until it has been claimed FAULTLINE_JOB_MAX_ATTEMPTS times.
 FAULTLINE_JOB_LEASE_S = envfloat("FAULTLINE_JOB_LEASE_S", 60.0)
@@ -267,7 +267,7 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("FAULTLINE_CELERY_QUEUE", "celery")
 # the analysis on workers of its own (`celery -A config worker -Q analysis`), on other machines.
 FAULTLINE_ANALYSIS_QUEUE = os.environ.get("FAULTLINE_ANALYSIS_QUEUE", "")
 
-# The LLM suggester (annotate/llm.py). Without a key, the local scikit-learn one is used.
+# The LLM suggester (annotate/suggestions/llm.py). Without a key, the local scikit-learn one is used.
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or None
 FAULTLINE_LLM_MODEL = os.environ.get("FAULTLINE_LLM_MODEL", "gpt-4o-mini")
@@ -284,7 +284,7 @@ FAULTLINE_LOCAL_MIN_LABELS = envint("FAULTLINE_LOCAL_MIN_LABELS", 30)
 # A batch retrains the local model automatically at most this often (Retrain on the Suggestions page any time).
 FAULTLINE_LOCAL_RETRAIN_EVERY_S = envint("FAULTLINE_LOCAL_RETRAIN_EVERY_S", 300)
 
-# The live GitHub importer (annotate/github.py).
+# The live GitHub importer (annotate/imports/github.py).
 GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "")
 GITHUB_API_URL = os.environ.get("GITHUB_API_URL", "https://api.github.com").rstrip("/")
 FAULTLINE_GITHUB_MAX_WAIT_S = envfloat("FAULTLINE_GITHUB_MAX_WAIT_S", 60.0)

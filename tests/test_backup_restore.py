@@ -66,7 +66,7 @@ def test_the_pg_dump_restores_into_a_new_postgres_database(require_postgres, cod
         env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{fresh}",
                "FAULTLINE_DEV": "1"}  # fmt: skip
         code = (
-            "import json; from annotate.backup import row_counts, codings_digest; "
+            "import json; from annotate.ops.backup import row_counts, codings_digest; "
             "print(json.dumps({'counts': row_counts(), 'digest': codings_digest()}))"
         )
         out = subprocess.run(

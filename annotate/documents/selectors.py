@@ -2,7 +2,7 @@
 
 Pages are read by keyset, never OFFSET; the total is counted only up to COUNT_LIMIT
 (the page says "1,000+" beyond it), and a text search ranks a bounded set of
-candidates (annotate.search), so a page at 1,000,000 documents reads about what
+candidates (annotate.documents.search), so a page at 1,000,000 documents reads about what
 it reads at 10,000.
 """
 

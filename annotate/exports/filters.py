@@ -33,7 +33,7 @@ def _visibility(request) -> Visibility:
     class, the export service); a request without one is a programming error, not a full view."""
     visibility = getattr(request, "visibility", None)
     if visibility is None:
-        raise ImproperlyConfigured("Episode filters need request.visibility (annotate.visibility).")
+        raise ImproperlyConfigured("Episode filters need request.visibility (annotate.coding.visibility).")
     return visibility
 
 
@@ -116,7 +116,7 @@ class EpisodeFilter(filters.FilterSet):
         model = Episode
         fields = ["kind", "cluster", "split", "coded", "failure_type", "source", "stage", "capability", "coder"]
 
-    # Every filter that looks at codings looks only at those the caller may see (annotate.visibility).
+    # Every filter that looks at codings looks only at those the caller may see (annotate.coding.visibility).
     def _codings(self):
         return _visibility(self.request).codings(Coding.objects.all())
 

@@ -1,7 +1,7 @@
 """The labelled dataset: one row per episode, streamed as JSONL or CSV, or written as Parquet.
 
 Each row holds the document (kind, external id, url, cluster, title), the
-episode text, the final label from `annotate.labels.resolve_label` (the rule
+episode text, the final label from `annotate.coding.labels.resolve_label` (the rule
 analysis uses) as four codes plus names, each coder's codes under a stable
 per-study pseudonym, the latest suggestion's provenance, the codebook
 name@version and timestamps.
@@ -37,7 +37,7 @@ from lib.db.plans import SERIAL_PLANS
 from lib.db.prefetch import prefetched
 from taxonomy.models import AxisValue, FailureType
 
-# "cases": one regression case per coded trace episode (annotate.cases), as JSON Lines.
+# "cases": one regression case per coded trace episode (annotate.exports.cases), as JSON Lines.
 FORMATS = ("jsonl", "csv", "parquet", "cases")
 CODERS_PSEUDONYMOUS = "pseudonymous"
 CODERS_USERNAMES = "usernames"

@@ -188,7 +188,7 @@ def import_github_repo(
     progress: ProgressFn | None = None,
     client=None,
 ) -> ImportResult:
-    """Import a repository's issues live from the GitHub REST API (annotate.github).
+    """Import a repository's issues live from the GitHub REST API (annotate.imports.github).
 
     Each page is written in its own transaction, so when GitHub stops us (a rate
     limit that resets too late, an outage) what was imported is kept and

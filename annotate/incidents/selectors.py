@@ -1,7 +1,7 @@
 """Reads for incident triage: who is responsible, the board's groups, and similar past incidents.
 
 An incident's responsibility source is the confirmed one once it is coded
-(the final label from annotate.labels, else a coder's coding), otherwise the
+(the final label from annotate.coding.labels, else a coder's coding), otherwise the
 latest machine suggestion's. Each read costs a fixed number of queries.
 """
 

@@ -2,7 +2,7 @@
 
 Incident text, traces and artifacts come from other systems and are hostile
 input: they are size-limited here and only ever rendered through
-annotate.render (Markdown) or as escaped text.
+annotate.documents.render (Markdown) or as escaped text.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class IncidentArtifact:
     name: str
     content: str = ""
     url: str = ""
-    # The trace step that produced it, by span id or step index (see annotate.services.traces).
+    # The trace step that produced it, by span id or step index (see annotate.traces.services).
     span_id: str = ""
     step: int | None = None
 

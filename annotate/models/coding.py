@@ -124,7 +124,7 @@ class ExposureArm(models.TextChoices):
 
 
 class CodingExposure(models.Model):
-    """The exposure experiment's record of one coder's first save of an episode (annotate.exposure).
+    """The exposure experiment's record of one coder's first save of an episode (annotate.coding.exposure).
 
     Written once, with that save: the arm the coder was in, when the coding page was
     opened (from a signed value the page carried, so no GET writes anything), and when

@@ -108,7 +108,7 @@ class Episode(models.Model):
     queue_key = models.BigIntegerField(default=0)
     # A published attribution that came with the imported file (Who&When's mistake agent and
     # step, MAST's annotators' failure modes). Never a coding; hidden from blind coders until
-    # they have saved their own (annotate.coding_selectors.reference_visible).
+    # they have saved their own (annotate.coding.selectors.reference_visible).
     reference = models.JSONField(default=dict, blank=True)
     # The axes the codings differ on, one bit each (services/disagreement.py); 0 when they agree.
     # Maintained by the coding and adjudication services in their transaction.

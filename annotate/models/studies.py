@@ -44,7 +44,7 @@ class Study(models.Model):
     # Imported documents get machine suggestions queued, as incidents do, unless the owner turns it off.
     suggest_on_import = models.BooleanField(default=True)
     # Randomised exposure: each (episode, coder) is assigned from the stored seed to see
-    # suggestions before choosing a type, or only after a first choice (annotate.exposure).
+    # suggestions before choosing a type, or only after a first choice (annotate.coding.exposure).
     exposure_experiment = models.BooleanField(default=False)
     # Below this top-1 confidence the coding page shows "no confident suggestion" (folded candidates).
     suggestion_min_confidence = models.FloatField(

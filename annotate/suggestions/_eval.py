@@ -1,6 +1,6 @@
 """Measuring a suggester against known answers: cross-validation, baselines, calibration (pure, no ORM).
 
-The audit (annotate.suggest_audit) and the quality bench (bench/suggest_quality_bench.py)
+The audit (annotate.suggestions.audit) and the quality bench (bench/suggest_quality_bench.py)
 both measure through these functions, so the numbers on the Suggestions page and the
 bench's numbers mean the same thing:
 

@@ -1,7 +1,7 @@
 """The suggester audited as an instrument, against known answers from the study itself. It writes nothing.
 
 Checks, in order:
-1. Cross-validated accuracy on the study's final labels (annotate.labels: adjudicated or
+1. Cross-validated accuracy on the study's final labels (annotate.coding.labels: adjudicated or
    agreed): k=5 folds, leave-one-out below 50 labels. Per axis, top-1 and top-3 with
    Wilson intervals, the most-common-value baseline learnt on the training folds, and
    the expected calibration error of the top-1 type confidence. It fails when an axis
@@ -25,7 +25,7 @@ Checks, in order:
 Read-only: everything runs inside one transaction that is rolled back at the end,
 so the batch of checks 8-9 leaves no Suggestion behind and no job is enqueued
 (on-commit hooks never run). Recording a result for the Suggestions page is a
-separate, explicit write (annotate.services.suggestions.suggester_audit_record).
+separate, explicit write (annotate.suggestions.services.suggester_audit_record).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What both suggesters share: the codebook as plain data, the episode text, the answer shape, the cache key.
 
-The suggesters (annotate/llm.py and annotate/suggest_local.py) score plain text
+The suggesters (annotate/suggestions/llm.py and annotate/suggestions/local.py) score plain text
 against a `CodebookSpec`, a frozen snapshot of the codebook, so scoring needs
 no database and the same code serves batches, the audit and the benchmark.
 """

@@ -1,6 +1,6 @@
 """The local suggester: scikit-learn only, and the default when no LLM key is set.
 
-Reading: issue-template boilerplate is stripped first (annotate.suggest_text:
+Reading: issue-template boilerplate is stripped first (annotate.suggestions._text:
 headings, checkboxes, environment blocks, bot lines; code blocks and tracebacks
 kept), and the title and the body are scored apart as well as together.
 
@@ -10,10 +10,10 @@ example) is the training data. Two TF-IDF spaces rank the types for a text: word
 reports in other Latin-script languages ("límite de tasa", "timeout", "429").
 Cosine similarities become probabilities with a fixed temperature beside a
 "matches nothing" alternative, so weak matches stay unconfident. A text in a
-script the model does not read (annotate.suggest_text.language_covered) is
+script the model does not read (annotate.suggestions._text.language_covered) is
 declined, never forced into the first codebook types.
 
-Once a study has FAULTLINE_LOCAL_MIN_LABELS final labels (annotate.labels),
+Once a study has FAULTLINE_LOCAL_MIN_LABELS final labels (annotate.coding.labels),
 `model_train` fits one logistic-loss linear classifier (SGD) per axis on them,
 cross-fitted over folds. Besides the words and character n-grams of title and
 body, its features are the episode's cluster (repository, service) and document
@@ -287,7 +287,7 @@ class LocalSuggester:
 
 
 def _claims(text: str) -> list[tuple[str, frozenset[str]]]:
-    """The text's claims (annotate.suggest_text) with their lower-cased word sets."""
+    """The text's claims (annotate.suggestions._text) with their lower-cased word sets."""
     out = []
     for span in claim_spans(text[:MAX_TEXT_CHARS])[:400]:
         claim = text[span.start : span.end][:MAX_EVIDENCE_CHARS]
@@ -297,7 +297,7 @@ def _claims(text: str) -> list[tuple[str, frozenset[str]]]:
     return out
 
 
-# --- measurement adapters (annotate.suggest_eval items in, answers out) ---------------------------
+# --- measurement adapters (annotate.suggestions._eval items in, answers out) ---------------------------
 
 
 def local_predict(spec: CodebookSpec, items) -> list[Answer]:

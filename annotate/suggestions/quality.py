@@ -1,7 +1,7 @@
 """How good the suggestions are, per backend and model, measured against the humans.
 
 - acceptance, edit and rejection rates of the reviewed suggestions;
-- top-1 and top-3 accuracy against the final labels (annotate.labels: the
+- top-1 and top-3 accuracy against the final labels (annotate.coding.labels: the
   adjudication, else the codes all coders agree on) per axis and per type;
 - Cohen's kappa of the suggester's top-1 as one more coder against each human
   coder, beside the humans' own pairwise kappa for reference;
@@ -10,7 +10,7 @@
 
 For each (backend, model) the newest usable suggestion of each episode is the
 one measured. Local-model suggestions for labelled episodes are out-of-fold
-(see suggest_local), so none of this is in-sample.
+(see annotate.suggestions.local_model), so none of this is in-sample.
 """
 
 from __future__ import annotations

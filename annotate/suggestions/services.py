@@ -412,7 +412,7 @@ def suggestion_reject(*, suggestion: Suggestion, user) -> Suggestion:
 
 
 def training_examples(study: Study, spec: CodebookSpec | None = None) -> list:
-    """The study's final labels (annotate.labels) as training examples, in episode order."""
+    """The study's final labels (annotate.coding.labels) as training examples, in episode order."""
     from annotate.suggestions.local_model import TrainingExample
 
     type_code = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
@@ -460,7 +460,7 @@ def local_model_train(*, study: Study, job: Job | None = None, examples: list | 
 
 
 def labels_upper_bound(study: Study) -> int:
-    """At least as many as the study's usable final labels (annotate.labels), from two index counts."""
+    """At least as many as the study's usable final labels (annotate.coding.labels), from two index counts."""
     if study.label_rule == LabelRule.SINGLE_CODER:
         return Coding.objects.filter(episode__study=study, coder_id=study.label_coder_id).count()
     agreed_or_not = Episode.objects.filter(study=study, n_codings__gte=study.coders_per_episode).count()
@@ -500,7 +500,8 @@ def local_model_refresh(*, study: Study, job: Job | None = None):
 
 
 def suggester_audit_record(*, study: Study, report, user=None) -> SuggesterAudit:
-    """Store an audit's result (annotate.suggest_audit.AuditReport) for the Suggestions page: one row, nothing else."""
+    """Store an audit's result (annotate.suggestions.audit.AuditReport) for the Suggestions page: one row,
+    nothing else."""
     return SuggesterAudit.objects.create(
         study=study,
         backend=report.backend,

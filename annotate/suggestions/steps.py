@@ -136,8 +136,8 @@ def suggest_step(steps: Sequence[StepLike], rule: str = LOCAL_RULE) -> StepGuess
 def suggestions_attribute(*, rows: list, suggester) -> int:
     """Give the suggestions of trace episodes a decisive step and responsible agent (in place, saved).
 
-    The local backend uses the rule chosen in annotate.suggest_steps; the openai backend asks the
-    model for a step index from the trace's indices and a quote from that step (annotate.llm).
+    The local backend uses the rule chosen in annotate.suggestions.steps; the openai backend asks the
+    model for a step index from the trace's indices and a quote from that step (annotate.suggestions.llm).
     Returns how many suggestions got an attribution.
     """
     rows = [r for r in rows if not r.error]

@@ -1,6 +1,6 @@
 """Studies and their documents, episodes and codings.
 
-Coding writes go through annotate.services.studies.coding_save, exactly as the
+Coding writes go through annotate.coding.services.coding_save, exactly as the
 coding workspace does: the same validation, optimistic locking and history.
 """
 
