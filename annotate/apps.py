@@ -1,21 +1,27 @@
 from importlib import import_module
+from importlib.util import find_spec
+from pkgutil import iter_modules
 
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
-# Imported once Django is set up, in every process: each registers its job kinds (@job_handler) or its
-# Celery tasks (by their pinned names), which the runner and the workers look up by name.
-REGISTERING_MODULES = (
-    "annotate.jobs.tasks",
-    "annotate.incidents.tasks",
-    "annotate.analysis.tasks",
-    "annotate.analysis.handlers",
-    "annotate.coding.handlers",
-    "annotate.suggestions.handlers",
-    "annotate.imports.handlers",
-    "annotate.traces.handlers",
-    "annotate.exports.handlers",
-)
+# Each package's handlers.py registers its job kinds (@job_handler) and after-import hooks, and its tasks.py its
+# Celery tasks under their pinned names; the runner and the workers look them up by name, so every process that
+# sets Django up imports them all here (as Sentry's apps do).
+REGISTERING = ("handlers", "tasks")
+
+
+def registering_modules() -> list[str]:
+    """annotate.<package>.handlers and .tasks, for every package that has them."""
+    import annotate
+
+    return [
+        f"annotate.{info.name}.{leaf}"
+        for info in iter_modules(annotate.__path__)
+        if info.ispkg and info.name not in {"tests", "migrations"}
+        for leaf in REGISTERING
+        if find_spec(f"annotate.{info.name}.{leaf}") is not None
+    ]
 
 
 def _search_index_ensure(sender, using="default", **kwargs) -> None:
@@ -28,7 +34,7 @@ class AnnotateConfig(AppConfig):
     name = "annotate"
 
     def ready(self) -> None:
-        for module in REGISTERING_MODULES:
+        for module in registering_modules():
             import_module(module)
         # SQLite rebuilds a table to alter it, which drops the search triggers; put them back after every migrate.
         post_migrate.connect(_search_index_ensure, sender=self, dispatch_uid="annotate.search_index_ensure")
