@@ -155,6 +155,15 @@ def celery_worker(require_postgres, require_redis):
             proc.kill()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _registrations():
+    """Job kinds, hooks and tasks registered before any test swaps one (a process loads them on first use;
+    tests/test_layout.py checks that path in a process of its own)."""
+    from annotate.jobs.registry import registrations_load
+
+    registrations_load()
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Hashing the personas' passwords with PBKDF2 dominates test set-up; tests don't need its cost.

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import tomllib
 import zlib
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 BEFORE = "74991ea"
 
@@ -84,6 +88,9 @@ PINNED_TASKS = {
 }
 
 
+JOB_KINDS = {"recount", "suggest", "retrain", "audit", "import", "import_traces", "export_parquet", "bootstrap"}
+
+
 def test_it_registers_every_task_under_its_pinned_name():
     from config.celery import app
 
@@ -93,16 +100,38 @@ def test_it_registers_every_task_under_its_pinned_name():
 
 
 def test_it_keeps_the_job_kinds_stored_in_job_rows():
-    from annotate.jobs.registry import HANDLERS
+    from annotate.jobs.registry import HANDLERS, registrations_load
 
-    assert set(HANDLERS) == {
-        "recount", "suggest", "retrain", "audit", "import", "import_traces", "export_parquet", "bootstrap",
-    }  # fmt: skip
+    registrations_load()
+
+    assert set(HANDLERS) == JOB_KINDS
+
+
+def test_a_process_loads_the_registering_modules_on_first_use_not_at_startup():
+    """django.setup() stays light (no scipy, no handlers); the first lookup brings every kind, hook and task."""
+    code = """
+import json, os, sys
+os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+import django
+django.setup()
+heavy = ("scipy", "annotate.analysis.handlers", "annotate.suggestions.handlers")
+at_start = sorted(m for m in heavy if m in sys.modules)
+from annotate.jobs.registry import HANDLERS, handler_for, task_named
+from annotate.imports.hooks import HOOKS
+handler_for("recount")
+print(json.dumps({"at_start": at_start, "kinds": sorted(HANDLERS), "hooks": [h.__name__ for h in HOOKS],
+                  "webhook_task": task_named("annotate.tasks.deliver_webhook").name}))
+"""
+    env = {**os.environ, "FAULTLINE_DEV": "1"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["at_start"] == []
+    assert got["kinds"] == sorted(JOB_KINDS) and got["hooks"] == ["suggestions_after_import"]
+    assert got["webhook_task"] == "annotate.tasks.deliver_webhook"
 
 
 # ---- The layout itself: acyclic, small files, short functions, few loose modules ----------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("lib", "taxonomy", "annotate", "api", "config")
 MAX_FILE_LINES, MAX_FUNCTION_LINES, MAX_LOOSE_MODULES = 600, 80, 10
 

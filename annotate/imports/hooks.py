@@ -1,7 +1,7 @@
 """After-import hooks: what other packages do once an import job has created new episodes.
 
-Packages above imports register a hook with `@on_imported` in a module that `AnnotateConfig.ready()`
-imports (suggestions queues a batch for the new episodes), so imports never imports them. A hook takes the
+Packages above imports register a hook with `@on_imported` in their handlers.py, which the job registry
+loads on first use (suggestions queues a batch for the new episodes), so imports never imports them. A hook takes the
 finished job and returns entries for the job's summary. A hook that fails is logged and never fails the
 import: its documents are committed by then.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from annotate.jobs.registry import registrations_load
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,7 @@ def on_imported(fn: Hook) -> Hook:
 
 def imported(*, job) -> dict[str, Any]:
     """Run every registered hook for a finished import job; their summary entries, merged in order."""
+    registrations_load()
     summary: dict[str, Any] = {}
     for hook in HOOKS:
         try:

@@ -32,11 +32,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.jobs.registry import task_named
 from annotate.models import Document, Study, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def webhook_event_send(*, study: Study, document: Document | None, event: str, p
 
     def enqueue() -> None:
         try:
-            current_app.tasks[DELIVER_WEBHOOK].apply_async(kwargs=args)
+            task_named(DELIVER_WEBHOOK).apply_async(kwargs=args)
         except Exception:  # kombu raises several transport-specific errors; all mean "not sent"
             log.warning("could not enqueue webhook %s for study %s", event_id, study.slug, exc_info=True)
 

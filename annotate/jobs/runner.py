@@ -44,14 +44,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections, transaction
 from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
 
-from annotate.jobs.registry import handler_for
+from annotate.jobs.registry import handler_for, task_named
 from annotate.models import Job, JobStatus
 
 log = logging.getLogger(__name__)
@@ -123,7 +122,7 @@ def _message_ttl_s() -> int:
 def job_enqueue(*, job_id: int) -> bool:
     """Send one `run_job` message for a pending job and record its id. False if the broker is down
     (the job stays pending and `jobs_tend`, run by beat, sends it once the broker is back)."""
-    run_job = current_app.tasks[RUN_JOB]
+    run_job = task_named(RUN_JOB)
     message_id = uuid.uuid4().hex
     marked = Job.objects.filter(pk=job_id, status=JobStatus.PENDING).update(
         message_id=message_id, enqueued_at=timezone.now()
