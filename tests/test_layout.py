@@ -108,7 +108,8 @@ def test_it_keeps_the_job_kinds_stored_in_job_rows():
 
 
 def test_a_process_loads_the_registering_modules_on_first_use_not_at_startup():
-    """django.setup() stays light (no scipy, no handlers); the first lookup brings every kind, hook and task."""
+    """django.setup() stays light (no scipy, no handlers); the first lookup brings every kind, hook and task,
+    and still no scipy, numpy, scikit-learn, openai or pyarrow."""
     code = """
 import json, os, sys
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
@@ -119,13 +120,15 @@ at_start = sorted(m for m in heavy if m in sys.modules)
 from annotate.jobs.registry import HANDLERS, handler_for, task_named
 from annotate.imports.hooks import HOOKS
 handler_for("recount")
-print(json.dumps({"at_start": at_start, "kinds": sorted(HANDLERS), "hooks": [h.__name__ for h in HOOKS],
+after = sorted(m for m in ("scipy", "numpy", "sklearn", "openai", "pyarrow") if m in sys.modules)
+print(json.dumps({"at_start": at_start, "after": after, "kinds": sorted(HANDLERS), "hooks": [h.__name__ for h in HOOKS],
                   "webhook_task": task_named("annotate.tasks.deliver_webhook").name}))
 """
     env = {**os.environ, "FAULTLINE_DEV": "1"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["at_start"] == []
+    assert got["after"] == []  # the registering modules are thin: a job's work imports what it needs when it runs
     assert got["kinds"] == sorted(JOB_KINDS) and got["hooks"] == ["suggestions_after_import"]
     assert got["webhook_task"] == "annotate.tasks.deliver_webhook"
 
