@@ -15,9 +15,14 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
 
 def post_worker_init(worker):
-    """Once the app is loaded, move its long-lived objects (modules, URLconf, templates) out of the
-    garbage collector's way, so the collections that requests trigger do not walk them again and again."""
+    """Once the app is loaded, load the job registry (its kinds, hooks and tasks would otherwise load with the
+    first request that starts a job, an incident's say) and move the long-lived objects (modules, URLconf,
+    templates) out of the garbage collector's way, so the collections that requests trigger do not walk them
+    again and again."""
     import gc
 
+    from annotate.jobs.registry import registrations_load
+
+    registrations_load()
     gc.collect()
     gc.freeze()
