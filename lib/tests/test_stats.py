@@ -1261,27 +1261,27 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
 #   lib.stats.interrater.x__agreement_stats__mutmut_72: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
 #   lib.stats.interrater.x__agreement_stats__mutmut_82: a chance term exactly 1 - 1e-12 cannot arise from count shares
 #   lib.stats.interrater.x__agreement_stats__mutmut_83: p_e = 1 exactly only with one category, then p_o = 1 and 0/0 = nan
-#   lib.stats.interrater.x_agreement__mutmut_250: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   lib.stats.interrater.x_agreement__mutmut_262: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   lib.stats.interrater.x_agreement__mutmut_312: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   lib.stats.interrater.x_agreement__mutmut_280: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
-#   lib.stats.interrater.x_agreement__mutmut_136: astype(None) is float64, as astype(float)
-#   lib.stats.interrater.x_agreement__mutmut_334: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x_agreement__mutmut_344: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x_agreement__mutmut_345: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x_agreement__mutmut_435: with two or more pairable units the sample percent agreement is defined
-#   lib.stats.interrater.x_agreement__mutmut_445: with two or more pairable units the sample percent agreement is defined
-#   lib.stats.interrater.x_agreement__mutmut_446: with two or more pairable units the sample percent agreement is defined
-#   lib.stats.interrater.x_agreement__mutmut_395: np.where overwrites the uninitialised slots (unused categories) with -1
-#   lib.stats.interrater.x_agreement__mutmut_403: a category used once has no agreeing pair-end: 0 either way
+#   lib.stats.interrater.x__one_sided_bounds__mutmut_54: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   lib.stats.interrater.x__one_sided_bounds__mutmut_66: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   lib.stats.interrater.x__pair_agreements__mutmut_32: a chance term exactly 1 - 1e-12 cannot arise from count shares
+#   lib.stats.interrater.x__one_sided_bounds__mutmut_84: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
+#   lib.stats.interrater.x__pair_data__mutmut_17: astype(None) is float64, as astype(float)
+#   lib.stats.interrater.x__pair_agreements__mutmut_54: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_64: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_65: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x_agreement__mutmut_194: with two or more pairable units the sample percent agreement is defined
+#   lib.stats.interrater.x_agreement__mutmut_204: with two or more pairable units the sample percent agreement is defined
+#   lib.stats.interrater.x_agreement__mutmut_205: with two or more pairable units the sample percent agreement is defined
+#   lib.stats.interrater.x_agreement__mutmut_154: np.where overwrites the uninitialised slots (unused categories) with -1
+#   lib.stats.interrater.x_agreement__mutmut_162: a category used once has no agreeing pair-end: 0 either way
 #   lib.stats.sensitivity_checks.x__capped__mutmut_19: cluster_design turns the names into strings either way
 #   lib.stats.sensitivity_checks.x__capped__mutmut_21: cluster_design turns the names into strings either way
 #   lib.stats.designs.x_design_without__mutmut_26: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_29: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_30: the zipped sequences have equal length by construction
-#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_68: the zipped sequences have equal length by construction
-#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_71: the zipped sequences have equal length by construction
-#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_72: the zipped sequences have equal length by construction
-#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_78: the zipped sequences have equal length by construction
-#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_81: the zipped sequences have equal length by construction
-#   lib.stats.sensitivity_checks.x_sensitivity__mutmut_82: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x__leave_one_cluster_out__mutmut_22: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x__leave_one_cluster_out__mutmut_25: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x__leave_one_cluster_out__mutmut_26: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x__leave_one_cluster_out__mutmut_32: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x__leave_one_cluster_out__mutmut_35: the zipped sequences have equal length by construction
+#   lib.stats.sensitivity_checks.x__leave_one_cluster_out__mutmut_36: the zipped sequences have equal length by construction
