@@ -55,17 +55,6 @@ TRANSITIONS = {
 
 
 @dataclass(frozen=True)
-class IncidentArtifact:
-    kind: str
-    name: str
-    content: str = ""
-    url: str = ""
-    # The trace step that produced it, by span id or step index (see annotate.traces.services).
-    span_id: str = ""
-    step: int | None = None
-
-
-@dataclass(frozen=True)
 class IncidentData:
     service: str
     title: str
@@ -73,7 +62,7 @@ class IncidentData:
     occurred_at: datetime | None = None
     severity: str = ""
     trace: Any = None
-    artifacts: tuple[IncidentArtifact, ...] = field(default_factory=tuple)
+    artifacts: tuple[TraceArtifact, ...] = field(default_factory=tuple)
     external_id: str = ""
 
 
@@ -186,7 +175,7 @@ def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult
         Document.objects.filter(pk=document.pk).update(meta={**document.meta, "trace": trace_summary(steps)})
     artifacts_link(
         document=document,
-        artifacts=[TraceArtifact(a.kind, a.name, a.content, a.url, a.span_id, a.step) for a in data.artifacts],
+        artifacts=list(data.artifacts),
     )
     TriageEvent.objects.create(document=document, actor=user, from_status="", to_status=TriageStatus.NEW)
     return IncidentResult(document, episode, True, _queue_suggestion(study, user, episode))

@@ -37,10 +37,13 @@ class Step:
 
 @dataclass(slots=True)
 class TraceArtifact:
+    """A file, log or screenshot a trace or an incident carries: the one artifact type of imports and the API."""
+
     kind: str
     name: str
     content: str = ""
     url: str = ""
+    # The trace step that produced it, by span id or step index (see annotate.traces.services).
     span_id: str = ""
     step: int | None = None
 

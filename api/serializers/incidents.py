@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from annotate.incidents import services as svc
 from annotate.models import Artifact, Document, TriageEvent, TriageStatus
+from annotate.traces.parsed import TraceArtifact
 
 
 class ArtifactInSerializer(serializers.Serializer):
@@ -63,7 +64,7 @@ class IncidentInSerializer(serializers.Serializer):
         return svc.IncidentData(
             service=v["service"], title=v["title"], description=v["description"], occurred_at=v.get("occurred_at"),
             severity=v.get("severity", ""), trace=v.get("trace"), external_id=v.get("external_id", ""),
-            artifacts=tuple(svc.IncidentArtifact(**a) for a in v.get("artifacts", [])),
+            artifacts=tuple(TraceArtifact(**a) for a in v.get("artifacts", [])),
         )  # fmt: skip
 
 

@@ -104,13 +104,14 @@ def test_unknown_filter_codes_are_field_errors(as_user, alice, many):
 )
 def test_list_query_counts_do_not_grow_with_rows(as_user, alice, many, codebook, url, queries):
     """Token lookup, membership, the page (and prefetches): a fixed number, however many rows."""
-    from annotate.incidents.services import IncidentArtifact, IncidentData, incident_create
+    from annotate.incidents.services import IncidentData, incident_create
+    from annotate.traces.parsed import TraceArtifact
 
     for n in range(3):
         incident_create(
             study=many[0].study, user=alice,
             data=IncidentData(service="svc", title=f"i{n}", description="d",
-                              artifacts=(IncidentArtifact(kind="log", name="log", content="x"),)),
+                              artifacts=(TraceArtifact(kind="log", name="log", content="x"),)),
         )  # fmt: skip
     client = as_user(alice)
     url = url.format(codebook=codebook.pk, alice=alice.pk)

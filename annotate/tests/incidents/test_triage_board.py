@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from annotate.coding.services import CodingValues, coding_save
-from annotate.incidents.services import IncidentArtifact, IncidentData, incident_create
+from annotate.incidents.services import IncidentData, incident_create
 from annotate.models import Suggestion, TriageEvent
+from annotate.traces.parsed import TraceArtifact
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
@@ -36,8 +37,8 @@ def board(study, bob, codes):
     )  # fmt: skip
     hostile = make(
         XSS, "support-agent", "low", body=f"Steps: {XSS}",
-        artifacts=(IncidentArtifact(kind="diff", name=XSS, content=f"- a\n+ {XSS}"),
-                   IncidentArtifact(kind="screenshot", name="shot", url="https://example.org/x.png")),
+        artifacts=(TraceArtifact(kind="diff", name=XSS, content=f"- a\n+ {XSS}"),
+                   TraceArtifact(kind="screenshot", name="shot", url="https://example.org/x.png")),
     )  # fmt: skip
     return llm.document, tool.document, hostile.document
 
