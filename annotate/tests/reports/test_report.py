@@ -115,9 +115,16 @@ def test_it_writes_the_bundle_reproduce_recomputes_it_and_names_a_changed_label(
     assert "DIFFERENT bundle: final labels · column 'sha256'" in text
     assert Study.objects.count() == studies
 
+    # An export that no longer loads is named as such, and nothing is left behind either.
+    row["label_failure_type"] = "NOT-A-TYPE"
+    _write_rows(export, rows)
+    text, err = _reproduce(out)
+    assert err is not None and "does not load" in str(err) and "NOT-A-TYPE" in str(err)
+    assert Study.objects.count() == studies
 
-def test_it_refuses_a_folder_that_is_not_a_bundle_and_an_export_that_does_not_load(demo, tmp_path):
-    text, err = _reproduce(tmp_path)
+
+def test_it_refuses_a_folder_that_is_not_a_bundle_and_bad_parameters(demo, tmp_path):
+    _, err = _reproduce(tmp_path)
     assert err is not None and "provenance.json is missing" in str(err)
     with pytest.raises(CommandError, match="no study with slug"):
         call_command("report", "--study", "nope", "--out", str(tmp_path / "x"), stdout=io.StringIO())
