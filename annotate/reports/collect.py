@@ -9,8 +9,15 @@ from itertools import combinations
 
 import numpy as np
 
-from annotate.analysis.arrays import codebook_axes
-from annotate.analysis.coders import AGREEMENT_AXES, AGREEMENT_B, agreement_document, chance_categories, coder_arrays
+from annotate.analysis.arrays import Axes, codebook_axes
+from annotate.analysis.coders import (
+    AGREEMENT_AXES,
+    AGREEMENT_B,
+    CoderArrays,
+    agreement_document,
+    chance_categories,
+    coder_arrays,
+)
 from annotate.analysis.documents import analysis_document, coverage_document
 from annotate.analysis.params import Params
 from annotate.coding.experiment import exposure_rows
@@ -28,11 +35,10 @@ def _est(e: stats.Estimate) -> dict:
             "reason": e.reason}  # fmt: skip
 
 
-def pair_agreement(study: Study, *, bootstrap: int, seed: int, level: float, names: CoderNames) -> list[dict]:
+def pair_agreement(arr: CoderArrays, axes: Axes, *, bootstrap: int, seed: int, level: float,
+                   names: CoderNames) -> list[dict]:  # fmt: skip
     """κ (Fleiss, equal to Scott's π for two coders), Krippendorff's α and Gwet's AC1 of every coder pair on
     every axis, over the episodes both coded, with the agreement document's bootstrap (lib.stats.agreement)."""
-    axes = codebook_axes(study)
-    arr = coder_arrays(study, axes)
     chance = chance_categories(axes)
     out = []
     for axis in AGREEMENT_AXES:
@@ -51,9 +57,9 @@ def pair_agreement(study: Study, *, bootstrap: int, seed: int, level: float, nam
     return sorted(out, key=lambda p: (AGREEMENT_AXES.index(p["axis"]), p["a"], p["b"]))
 
 
-def _rename_coders(doc: dict, study: Study, names: CoderNames) -> dict:
+def _rename_coders(doc: dict, arr: CoderArrays, names: CoderNames) -> dict:
     """The agreement document names coders by username; the report uses the export's names."""
-    arr_names = {username: names(pk) for pk, username in coder_arrays(study).coders}
+    arr_names = {username: names(pk) for pk, username in arr.coders}
     doc["coders"] = sorted(arr_names.get(c, c) for c in doc["coders"])
     for axis in doc["axes"]:
         for pair in axis["pairs"]:
@@ -71,9 +77,11 @@ def report_documents(study: Study, params: Params, *, progress=None) -> dict:
     `progress(done, total)` counts the analysis bootstrap's blocks.
     """
     names = CoderNames(study)
-    analysis = analysis_document(study, params, progress=progress)
-    agreement = _rename_coders(agreement_document(study, bootstrap=AGREEMENT_B, seed=params.seed), study, names)
-    pairs = pair_agreement(study, bootstrap=AGREEMENT_B, seed=params.seed, level=params.level, names=names)
+    axes = codebook_axes(study)
+    arr = coder_arrays(study, axes)
+    analysis = analysis_document(study, params, axes=axes, progress=progress)
+    agreement = _rename_coders(agreement_document(study, bootstrap=AGREEMENT_B, seed=params.seed), arr, names)
+    pairs = pair_agreement(arr, axes, bootstrap=AGREEMENT_B, seed=params.seed, level=params.level, names=names)
     coverage = coverage_document(study, level=params.level)
     has_suggestions = Suggestion.objects.filter(episode__study=study).exists()
     quality = suggestion_quality(study).as_dict() if has_suggestions else None
