@@ -13,7 +13,7 @@ import json
 import shutil
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -73,9 +73,11 @@ class _RollBack(Exception):
 
 
 def _params(p: dict) -> Params:
-    keys = ("bootstrap", "seed", "cap", "subsamples", "bca", "level", "interval")
-    cell = tuple(p["cell"]) if p.get("cell") is not None else None
-    return Params(**{k: p[k] for k in keys if k in p}, cell=cell, contrast=tuple(p["contrast"]))
+    """The report's analysis parameters from provenance.json (every field Params has, whatever it gains)."""
+    kw = {f.name: p[f.name] for f in fields(Params) if f.name in p}
+    kw["cell"] = tuple(p["cell"]) if p.get("cell") is not None else None
+    kw["contrast"] = tuple(p["contrast"])
+    return Params(**kw)
 
 
 def _codebook(folder: Path, prov: dict, found: list[Difference]) -> None:
