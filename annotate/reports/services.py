@@ -17,7 +17,7 @@ from annotate.models import Job, JobStatus, Study
 from annotate.reports.bundle import file_sha256, report_write, report_zip
 
 REPORT_DIR = "reports"
-PARAM_KEYS = ("bootstrap", "seed", "cell", "contrast", "cap", "interval")
+PARAM_KEYS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
 
 
 def report_file_path(job: Job) -> Path:
