@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # production sets SECRET_KEY and leaves FAULTLINE_DEV unset.
 export FAULTLINE_DEV ?= 1
 
-.PHONY: run test lint serve setup backup mutation
+.PHONY: run test lint serve setup backup mutation system-deps
 
 # pip byte-compiles what it installs one file at a time (about 45 s of a fresh set-up); compileall does it on
 # every core. Skipping it is no option: with PYTHONDONTWRITEBYTECODE set, as on some machines, every process would
@@ -23,6 +23,11 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	$(PY) -m pip install --quiet --no-compile -r requirements-dev.txt
 	$(COMPILE)
 	touch $@
+
+# Debian libraries outside pip: Pango for WeasyPrint (report.pdf). Needs root; a no-op when they are there.
+system-deps:
+	@ldconfig -p | grep -q 'libpangoft2-1.0.so.0' || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpango-1.0-0 libpangoft2-1.0-0; }
 
 setup: $(VENV)/.runtime
 	$(PY) manage.py migrate --noinput

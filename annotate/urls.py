@@ -17,6 +17,7 @@ from annotate.views import analysis as analysis_views
 from annotate.views import codebook_data as codebook_data_views
 from annotate.views import documents as document_views
 from annotate.views import incidents as incident_views
+from annotate.views import reports as report_views
 from annotate.views import suggestions as suggestion_views
 from annotate.views import traces as trace_views
 from annotate.views import webhook_settings as webhook_views
@@ -73,6 +74,8 @@ urlpatterns = [
     path("studies/<slug:slug>/jobs/", jobs.study_job_list, name="study_job_list"),
     path("studies/<slug:slug>/analysis/", analysis_views.analysis_page, name="analysis_page"),
     path("studies/<slug:slug>/analysis/run/", analysis_views.analysis_run, name="analysis_run"),
+    path("studies/<slug:slug>/analysis/report/", report_views.report_run, name="report_run"),
+    path("studies/<slug:slug>/analysis/report/<int:pk>.zip", report_views.report_download, name="report_download"),
     path(
         "studies/<slug:slug>/analysis/cell/<str:kind>/<str:stage>/<str:capability>/",
         analysis_views.analysis_cell,

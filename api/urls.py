@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from api.views import analysis, codebooks, exports, incidents, jobs, studies, suggestions, traces
+from api.views import analysis, codebooks, exports, incidents, jobs, reports, studies, suggestions, traces
 
 router = DefaultRouter()
 router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")
@@ -25,6 +25,7 @@ v1_paths = [
     path("studies/<slug:slug>/matrix/", analysis.MatrixView.as_view(), name="api-matrix"),
     path("studies/<slug:slug>/agreement/", analysis.AgreementView.as_view(), name="api-agreement"),
     path("studies/<slug:slug>/coverage/", analysis.CoverageView.as_view(), name="api-coverage"),
+    path("studies/<slug:slug>/report/", reports.ReportView.as_view(), name="api-report"),
     path("studies/<slug:slug>/export/", exports.ExportView.as_view(), name="api-export"),
     path(
         "studies/<slug:slug>/suggestions/quality/",

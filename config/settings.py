@@ -314,6 +314,9 @@ FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 
 
 # Exports and incident webhooks. Parquet exports above this many rows are built by a job.
 FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = envint("FAULTLINE_EXPORT_PARQUET_SYNC_ROWS", 20000)
+# GET /api/v1/studies/{slug}/report/ builds the report inline only for studies up to this many episodes (and B
+# up to FAULTLINE_BOOTSTRAP_JOB_THRESHOLD); larger ones are built by a job (POST) and served from it.
+FAULTLINE_REPORT_SYNC_EPISODES = envint("FAULTLINE_REPORT_SYNC_EPISODES", 5000)
 FAULTLINE_WEBHOOK_MAX_ATTEMPTS = envint("FAULTLINE_WEBHOOK_MAX_ATTEMPTS", 6)
 FAULTLINE_WEBHOOK_BACKOFF_S = envfloat("FAULTLINE_WEBHOOK_BACKOFF_S", 30.0)  # doubles after each failed attempt
 FAULTLINE_WEBHOOK_TIMEOUT_S = envfloat("FAULTLINE_WEBHOOK_TIMEOUT_S", 10.0)

@@ -79,7 +79,9 @@ def coder_arrays(study: Study, axes: Axes | None = None) -> CoderArrays:
         key = tuple(vals[a] for a in ("failure_type", "source", "stage", "capability"))
         codes["overall"][u, r] = combos.setdefault(key, len(combos))
     # Number whole labels by their codes, and order episodes by what the coders gave them, so the
-    # result (intervals included) does not depend on ids or insertion order.
+    # result (intervals included) does not depend on ids or insertion order. Each episode's codes are
+    # sorted across coders first: the order of the coders' columns follows their user ids, which a study
+    # loaded from its export (import_dataset, `reproduce`) does not keep; ties keep episode id order.
     keys = sorted(combos)
     remap = np.array([keys.index(k) for k in combos] + [-1], dtype=np.int64)
     codes["overall"] = remap[codes["overall"]]
@@ -88,7 +90,7 @@ def coder_arrays(study: Study, axes: Axes | None = None) -> CoderArrays:
         for key in keys
     )
     if U:
-        order = np.lexsort(np.hstack([codes[a] for a in AGREEMENT_AXES]).T[::-1])
+        order = np.lexsort(np.hstack([np.sort(codes[a], axis=1) for a in AGREEMENT_AXES]).T[::-1])
         codes = {a: c[order] for a, c in codes.items()}
         episodes = [episodes[i] for i in order]
     return CoderArrays(

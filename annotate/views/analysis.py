@@ -33,6 +33,7 @@ from annotate.coding.selectors import codebook_picker
 from annotate.jobs.runner import job_start
 from annotate.models import Episode, Job, Study
 from annotate.views.access import study_view
+from annotate.views.reports import report_job_for
 from lib import stats
 
 PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
@@ -81,7 +82,8 @@ def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
     context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
                "params": params, "query": _query(request), "kinds": _kinds_with_episodes(study),
                "axes": codebook_axes(study), "big": big, "methods": METHODS,
-               "default_method": stats.DEFAULT_CELL_METHOD}  # fmt: skip
+               "default_method": stats.DEFAULT_CELL_METHOD,
+               "report_job": report_job_for(request, study)}  # fmt: skip
     if doc is not None:
         context.update(_panels(request, study, doc))
     template = "annotate/partials/_sensitivity.html" if request.htmx and doc else "annotate/analysis.html"

@@ -25,6 +25,7 @@ from annotate.exports.filters import EpisodeFilter
 from annotate.exports.parquet import parquet_write
 from annotate.jobs.runner import job_start
 from annotate.models import JobStatus, Role
+from annotate.reports.services import report_file_path
 from api import selectors
 from api.permissions import StudyMember, study_membership
 from api.serializers.core import JobSerializer
@@ -193,8 +194,13 @@ class ExportView(APIView):
 
 @extend_schema(
     summary="Download a job's export file",
-    description="The Parquet file an export_parquet job wrote, once the job has succeeded.",
-    responses={(200, MEDIA["parquet"]): OpenApiTypes.BINARY, 404: OpenApiResponse(description="No such file.")},
+    description="The file a job wrote, once it has succeeded: the Parquet file of an export_parquet job, the zip "
+    "of a report job.",
+    responses={
+        (200, MEDIA["parquet"]): OpenApiTypes.BINARY,
+        (200, "application/zip"): OpenApiTypes.BINARY,
+        404: OpenApiResponse(description="No such file."),
+    },
 )
 class JobFile(generics.GenericAPIView):
     filter_backends: list = []
@@ -204,10 +210,11 @@ class JobFile(generics.GenericAPIView):
 
     def get(self, request: Request, pk: int):
         job = self.get_object()
-        if job.kind != "export_parquet" or job.status != JobStatus.SUCCESS or job.study is None:
-            raise NotFound("This job has no export file (yet).")
+        if job.kind not in ("export_parquet", "report") or job.status != JobStatus.SUCCESS or job.study is None:
+            raise NotFound("This job has no file (yet).")
         _check_access(study_membership(request, job.study.slug, "read"), job.params.get("coders", ""))
-        path: Path = export_file_path(job)
+        path: Path = export_file_path(job) if job.kind == "export_parquet" else report_file_path(job)
         if not path.exists():
-            raise NotFound("The export file is gone; export again.")
-        return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type=MEDIA["parquet"])
+            raise NotFound("The job's file is gone; start the job again.")
+        media = MEDIA["parquet"] if job.kind == "export_parquet" else "application/zip"
+        return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type=media)
