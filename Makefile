@@ -26,10 +26,12 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 
 # Debian libraries outside pip: Pango for WeasyPrint (report.pdf). Needs root; a no-op when they are there.
 system-deps:
-	@ldconfig -p | grep -q 'libpangoft2-1.0.so.0' || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpango-1.0-0 libpangoft2-1.0-0; }
+	@ldconfig -p 2>/dev/null | grep -q 'libpangoft2-1.0.so.0' || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpango-1.0-0 libpangoft2-1.0-0; \
+	  else echo "report.pdf needs Pango: sudo apt-get install libpango-1.0-0 libpangoft2-1.0-0" >&2; fi; }
 
-setup: $(VENV)/.runtime
+setup: $(VENV)/.runtime system-deps
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_codebook fixtures/codebook-v1.json --publish
 	$(PY) manage.py demo
@@ -43,7 +45,7 @@ run: setup
 # the long fault and bench tests, which mostly wait, are handed out first, one test at a time (conftest.py).
 # TEST_JOBS=0 runs them in this one process.
 TEST_JOBS ?= auto
-test: $(VENV)/.dev
+test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -n $(TEST_JOBS) --dist load --maxschedchunk 1 $(PYTEST_ARGS)
 
 # Style, the import contracts of [tool.importlinter] (pyproject.toml; docs/adr/0001-layout.md says why), and
