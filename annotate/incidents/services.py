@@ -146,13 +146,45 @@ def _incident_document_create(study: Study, user, data: IncidentData) -> Documen
     )
 
 
+def incident_intake_check(*, study: Study, user) -> None:
+    """Refuse an incident for a study that does not accept incidents (ValidationError on "study").
+
+    The one rule for where incidents may go: an incident becomes an episode of the study's coding
+    queue, so only a study that accepts incidents (an incident study, or one whose owner opted in)
+    takes them; a research study's coders never find incidents among their episodes. The message
+    names the studies this user could post to instead, and how an owner opts in.
+    """
+    if study.accepts_incidents:
+        return
+    open_to_user = list(
+        Study.objects.filter(
+            accepts_incidents=True, memberships__user=user, memberships__role__in=(Role.OWNER, Role.CODER)
+        ).values_list("slug", flat=True)[:5]
+    )
+    where = (
+        f"Post it to a study that accepts incidents ({', '.join(open_to_user)})"
+        if open_to_user
+        else "Post it to an incident study"
+    )
+    raise ValidationError(
+        {
+            "study": (
+                f"The study '{study.slug}' does not accept incidents: its episodes are coded by its research "
+                f"coders, and an incident would join their queue. {where}, or ask an owner of '{study.slug}' to "
+                f"turn on “Accept incidents” in its incident settings (/studies/{study.slug}/settings/webhook/)."
+            )
+        }
+    )
+
+
 @transaction.atomic
 def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult:
     """Store an incident as a Document with an Episode and Artifacts, and queue a suggestion. All or nothing.
 
-    An incident sent again with the same external_id is not duplicated: the
-    stored one is returned with created=False.
+    Only a study that accepts incidents takes one (incident_intake_check). An incident sent again
+    with the same external_id is not duplicated: the stored one is returned with created=False.
     """
+    incident_intake_check(study=study, user=user)
     incident_validate(data)
     steps = trace_steps_of_value(data.trace) if data.trace is not None else []
     if data.external_id:
@@ -185,6 +217,17 @@ def _assignable(study: Study, assignee) -> bool:
     return Membership.objects.filter(study=study, user=assignee, role__in=(Role.OWNER, Role.CODER)).exists()
 
 
+def _transition_error(from_status: str, to_status: str, assignee) -> tuple[str, str] | None:
+    """(field, message) saying why an incident cannot go from_status -> to_status with this assignee."""
+    if to_status not in TriageStatus.values:
+        return "status", f"Status must be one of {', '.join(TriageStatus.values)}."
+    if to_status not in TRANSITIONS[from_status]:
+        return "status", f"An incident that is {from_status} cannot move to {to_status}."
+    if to_status == TriageStatus.TRIAGED and assignee is None:
+        return "assignee", "Choose who handles it."
+    return None
+
+
 @transaction.atomic
 def incident_move(*, document: Document, user, to_status: str, assignee=None, note: str = "") -> TriageEvent:
     """Move an incident (new -> triaged -> resolved, or reopen) and record who did it and when.
@@ -196,13 +239,9 @@ def incident_move(*, document: Document, user, to_status: str, assignee=None, no
     study = current.study
     from_status = current.triage_status or TriageStatus.NEW
     errors: dict[str, str] = {}
-    if to_status not in TriageStatus.values:
-        errors["status"] = f"Status must be one of {', '.join(TriageStatus.values)}."
-    elif to_status not in TRANSITIONS[from_status]:
-        errors["status"] = f"An incident that is {from_status} cannot move to {to_status}."
     assignee = assignee if assignee is not None else current.assignee
-    if to_status == TriageStatus.TRIAGED and assignee is None:
-        errors["assignee"] = "Choose who handles it."
+    if why := _transition_error(from_status, to_status, assignee):
+        errors[why[0]] = why[1]
     elif assignee is not None and not _assignable(study, assignee):
         errors["assignee"] = "The assignee must be a coder or owner of this study."
     if len(note) > MAX_NOTE:
@@ -215,16 +254,105 @@ def incident_move(*, document: Document, user, to_status: str, assignee=None, no
         document=current, actor=user, from_status=from_status, to_status=to_status, assignee=assignee, note=note
     )
     if to_status == TriageStatus.TRIAGED and study.webhook_url:
-        from annotate.incidents.webhooks import webhook_event_send
-
-        webhook_event_send(study=study, document=current, event="incident.triaged", payload=_event(current, event))
+        _triaged_webhooks(study, [(current, event)])
     return event
 
 
-def _event(document: Document, event: TriageEvent) -> dict[str, Any]:
-    from annotate.incidents.selectors import responsibilities
+BULK_ACTIONS = ("assign", "move", "close")
+MAX_BULK = 500
 
-    r = responsibilities(document.study, [document])[document.pk]
+
+def _bulk_target(action: str, from_status: str, to_status: str) -> str:
+    """The status a selected incident goes to: assigning triages a new incident and keeps a triaged one."""
+    if action == "close":
+        return TriageStatus.RESOLVED
+    if action == "assign":
+        return TriageStatus.TRIAGED if from_status in (TriageStatus.NEW, TriageStatus.TRIAGED) else ""
+    return to_status
+
+
+def _bulk_request_errors(study: Study, ids: list[int], action: str, to_status: str, assignee, note: str) -> dict:
+    errors: dict[str, str] = {}
+    if not ids:
+        errors["incidents"] = "Select at least one incident."
+    elif len(ids) > MAX_BULK:
+        errors["incidents"] = f"At most {MAX_BULK} incidents at once."
+    if action not in BULK_ACTIONS:
+        errors["action"] = f"Action must be one of {', '.join(BULK_ACTIONS)}."
+    elif action == "assign" and assignee is None:
+        errors["assignee"] = "Choose whom to assign them to."
+    elif action == "move" and to_status not in TriageStatus.values:
+        errors["status"] = f"Choose where to move them: {', '.join(TriageStatus.values)}."
+    if assignee is not None and not _assignable(study, assignee):
+        errors["assignee"] = "The assignee must be a coder or owner of this study."
+    if len(note) > MAX_NOTE:
+        errors["note"] = f"At most {MAX_NOTE} characters."
+    return errors
+
+
+@transaction.atomic
+def incidents_bulk_move(
+    *, study: Study, user, document_ids: list[int], action: str, to_status: str = "", assignee=None, note: str = ""
+) -> list[TriageEvent]:
+    """Assign, move or close several incidents in one transaction: all of them or none.
+
+    assign: every selected incident gets `assignee`; new ones become triaged, triaged ones are
+    reassigned, resolved ones are refused (reopen them first). move: each goes to `to_status` by
+    the same transitions as one move (to triaged it needs an assignee, given or its own). close:
+    each becomes resolved. Every change is a TriageEvent in the history; incidents that become
+    triaged send the study's webhook. A fixed number of queries however many are selected.
+    """
+    ids = sorted({int(i) for i in document_ids})
+    if errors := _bulk_request_errors(study, ids, action, to_status, assignee, note):
+        raise ValidationError(errors)
+    docs = list(
+        Document.objects.select_for_update()
+        .filter(study=study, kind=DocumentKind.INCIDENT, pk__in=ids)
+        .select_related("assignee")
+        .order_by("pk")
+    )
+    if missing := sorted(set(ids) - {d.pk for d in docs}):
+        raise ValidationError({"incidents": f"Not incidents of this study: {', '.join(map(str, missing[:20]))}."})
+    moves, refused = [], []
+    for d in docs:
+        from_status = d.triage_status or TriageStatus.NEW
+        target = _bulk_target(action, from_status, to_status)
+        after = assignee if assignee is not None else d.assignee
+        why = _transition_error(from_status, target, after) if target else ("status", "resolved: reopen it first.")
+        if why:
+            refused.append(f"#{d.pk} “{d.title[:60]}”: {why[1]}")
+        moves.append((d, from_status, target, after))
+    if refused:
+        raise ValidationError({"incidents": [f"Nothing was changed. {len(refused)} of {len(docs)} cannot:", *refused]})
+    changes = {"updated_at": timezone.now()}
+    if assignee is not None:
+        changes["assignee"] = assignee
+    targets = {target for _, _, target, _ in moves}
+    for target in targets:  # one UPDATE: every action sends all its incidents to one status
+        Document.objects.filter(pk__in=[d.pk for d, _, t, _ in moves if t == target]).update(
+            triage_status=target, **changes
+        )
+    events = TriageEvent.objects.bulk_create(
+        [TriageEvent(document=d, actor=user, from_status=f, to_status=t, assignee=a, note=note) for d, f, t, a in moves]
+    )
+    triaged = [(d, e) for (d, _, t, _), e in zip(moves, events, strict=True) if t == TriageStatus.TRIAGED]
+    if triaged and study.webhook_url:
+        _triaged_webhooks(study, triaged)
+    return events
+
+
+def _triaged_webhooks(study: Study, moved: list[tuple[Document, TriageEvent]]) -> None:
+    """Queue the incident.triaged event of each moved incident (sent once the transaction commits)."""
+    from annotate.incidents.selectors import responsibilities
+    from annotate.incidents.webhooks import webhook_event_send
+
+    found = responsibilities(study, [d for d, _ in moved])
+    for document, event in moved:
+        payload = _event(document, event, found[document.pk])
+        webhook_event_send(study=study, document=document, event="incident.triaged", payload=payload)
+
+
+def _event(document: Document, event: TriageEvent, r) -> dict[str, Any]:
     return {
         "responsibility": {
             "state": r.state,

@@ -23,7 +23,7 @@ from annotate.incidents.selectors import (
     responsibilities,
     similar_incidents,
 )
-from annotate.incidents.services import SEVERITIES, incident_move
+from annotate.incidents.services import MAX_BULK, SEVERITIES, incident_move, incidents_bulk_move
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from annotate.traces.selectors import has_steps, trace_window
 from annotate.views.access import study_view
@@ -43,7 +43,7 @@ def _board_context(request: HttpRequest, study: Study, data) -> dict:
         "study": study, "membership": request.membership, "groups": groups, "total": total, "filters": f,
         "services": sorted(set(services)), "severities": SEVERITIES, "ages": list(AGES),
         "statuses": list(STATUS_FILTERS), "assignees": [m.user for m in assignees],
-        "types": study.codebook.failure_types.order_by("order").only("code", "name"),
+        "types": study.codebook.failure_types.order_by("order").only("code", "name"), "selected": set(),
     }  # fmt: skip
 
 
@@ -55,15 +55,49 @@ def triage_board(request: HttpRequest, study: Study) -> HttpResponse:
     return render(request, template, context)
 
 
+def _member(study: Study, user_id: str):
+    if not user_id.isdigit():
+        return None
+    member = Membership.objects.filter(study=study, user_id=int(user_id)).select_related("user").first()
+    return member.user if member else None
+
+
+@require_POST
+@study_view("write")
+def incident_bulk(request: HttpRequest, study: Study) -> HttpResponse:
+    """Assign, move or close the incidents selected on the board, all or none (incidents_bulk_move)."""
+    ids = [int(i) for i in request.POST.getlist("ids")[: MAX_BULK + 1] if i.isdigit()]
+    action = request.POST.get("action", "")
+    error, done = "", ""
+    try:
+        events = incidents_bulk_move(
+            study=study, user=request.user, document_ids=ids, action=action,
+            to_status=request.POST.get("bulk_status", ""),
+            assignee=_member(study, request.POST.get("bulk_assignee", "")),
+            note=request.POST.get("note", "")[:5000],
+        )  # fmt: skip
+    except ValidationError as exc:
+        error = " ".join(" ".join(v) for v in exc.message_dict.values())
+    else:
+        verb = {"assign": "Assigned", "close": "Closed"}.get(action, "Moved")
+        where = {"move": f" to {events[0].to_status}", "assign": f" to {events[0].assignee.get_username()}"}
+        done = f"{verb} {len(events)} incident{'s' if len(events) != 1 else ''}{where.get(action, '')}."
+    if request.htmx:
+        context = {**_board_context(request, study, request.POST), "bulk_error": error, "bulk_done": done,
+                   "selected": set(ids) if error else set()}  # fmt: skip
+        return render(request, "annotate/partials/_triage_board.html", context, status=400 if error else 200)
+    if error:
+        messages.error(request, f"Not changed: {error}")
+    else:
+        messages.success(request, done)
+    return redirect("triage_board", slug=study.slug)
+
+
 @require_POST
 @study_view("write")
 def incident_move_view(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     document = get_object_or_404(Document, study=study, kind=DocumentKind.INCIDENT, pk=pk)
-    assignee_id = request.POST.get("assignee", "")
-    assignee = None
-    if assignee_id.isdigit():
-        member = Membership.objects.filter(study=study, user_id=int(assignee_id)).select_related("user").first()
-        assignee = member.user if member else None
+    assignee = _member(study, request.POST.get("assignee", ""))
     error = ""
     try:
         incident_move(
@@ -135,6 +169,9 @@ def _code_context(request: HttpRequest, study: Study, episode: Episode) -> dict:
         "picker": picker, "mine": mine, "suggestion": suggestion, "code_groups": groups,
         "confidence_choices": Confidence.choices,
         "type_options": picker.type_options(chosen["failure_type"].code if chosen["failure_type"] else ""),
+        # The coding page's type picker (_type_picker.html) reads these.
+        "chosen_type": picker.type_by_code.get(chosen["failure_type"].code) if chosen["failure_type"] else None,
+        "v": {"needs_new_type": bool(mine and mine.needs_new_type)}, "errors": {},
     }  # fmt: skip
 
 
