@@ -80,8 +80,10 @@ def incident_bulk(request: HttpRequest, study: Study) -> HttpResponse:
         error = " ".join(" ".join(v) for v in exc.message_dict.values())
     else:
         verb = {"assign": "Assigned", "close": "Closed"}.get(action, "Moved")
-        where = {"move": f" to {events[0].to_status}", "assign": f" to {events[0].assignee.get_username()}"}
-        done = f"{verb} {len(events)} incident{'s' if len(events) != 1 else ''}{where.get(action, '')}."
+        where = ""
+        if action in ("assign", "move"):
+            where = f" to {events[0].assignee.get_username() if action == 'assign' else events[0].to_status}"
+        done = f"{verb} {len(events)} incident{'s' if len(events) != 1 else ''}{where}."
     if request.htmx:
         context = {**_board_context(request, study, request.POST), "bulk_error": error, "bulk_done": done,
                    "selected": set(ids) if error else set()}  # fmt: skip
