@@ -138,6 +138,16 @@
     e.preventDefault();
   });
 
+  // A refused move or bulk action (400) carries the board with its message and the selection kept:
+  // htmx drops 4xx bodies unless told to swap them, which left the board silent on an error.
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var target = e.detail.target;
+    if (e.detail.xhr.status === 400 && target && target.matches && target.matches("[data-nav-list]")) {
+      e.detail.shouldSwap = true;
+      e.detail.isError = false;
+    }
+  });
+
   // After htmx swaps the list in again, the same item stays current (without stealing the focus
   // from a control the user is on) and the count matches the boxes the server checked.
   document.addEventListener("htmx:afterSwap", function () {
