@@ -93,3 +93,8 @@ def test_the_migration_opts_in_only_studies_that_hold_nothing_but_incidents(stud
     Study.objects.update(accepts_incidents=False)
     migration.opt_in_incident_studies(apps, None)
     assert set(Study.objects.filter(accepts_incidents=True).values_list("slug", flat=True)) == {"pure"}
+
+
+def test_the_studies_api_says_which_studies_take_incidents(as_user, bob, study, ops):
+    rows = {s["slug"]: s["accepts_incidents"] for s in as_user(bob).get("/api/v1/studies/").json()["results"]}
+    assert rows == {"alpha": False, "ops": True}
