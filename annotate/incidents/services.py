@@ -306,7 +306,8 @@ def incidents_bulk_move(
     if errors := _bulk_request_errors(study, ids, action, to_status, assignee, note):
         raise ValidationError(errors)
     docs = list(
-        Document.objects.select_for_update()
+        # Lock the incidents only: PostgreSQL cannot lock the nullable side of the assignee's outer join.
+        Document.objects.select_for_update(of=("self",))
         .filter(study=study, kind=DocumentKind.INCIDENT, pk__in=ids)
         .select_related("assignee")
         .order_by("pk")

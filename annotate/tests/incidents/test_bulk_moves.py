@@ -12,6 +12,8 @@ from annotate.models import Document, Study, TriageEvent
 
 pytestmark = pytest.mark.usefixtures("incidents_open")
 BULK = "/studies/alpha/incidents/bulk/"
+VIEW_QUERIES = 23  # session, membership, the bulk write and the board re-rendered (SQLite and PostgreSQL alike)
+SERVICE_QUERIES = 4
 
 
 @pytest.fixture
@@ -115,8 +117,19 @@ def test_the_bulk_view_costs_the_same_queries_for_3_or_15_incidents(client, alic
     client.force_login(alice)
     few, many = [make(f"f{i}") for i in range(3)], [make(f"m{i}") for i in range(15)]
     client.get("/studies/alpha/incidents/")  # session and caches warm
-    assert _bulk_queries(client, few, bob) == _bulk_queries(client, many, bob)
+    assert _bulk_queries(client, few, bob) == _bulk_queries(client, many, bob) <= VIEW_QUERIES
     assert _state(*many) == [("triaged", "bob")] * 15
+
+
+@pytest.mark.parametrize("n", [2, 20])
+def test_the_bulk_write_is_a_fixed_handful_of_queries(study, alice, bob, make, n):
+    """The member check, the locked read, one UPDATE and one INSERT of the history (no webhook set)."""
+    docs = [make(f"i{i}") for i in range(n)]
+    with CaptureQueriesContext(connection) as ctx:
+        incidents_bulk_move(study=study, user=alice, document_ids=[d.pk for d in docs], action="assign", assignee=bob)
+    writes = [q["sql"].split()[0] for q in ctx.captured_queries if q["sql"].split()[0] in ("UPDATE", "INSERT")]
+    assert writes == ["UPDATE", "INSERT"]
+    assert len([q for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"]]) <= SERVICE_QUERIES
 
 
 def test_the_bulk_view_shows_what_it_did_or_why_not_and_keeps_the_selection(client, alice, bob, vera, make):
