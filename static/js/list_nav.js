@@ -67,8 +67,11 @@
   }
 
   function showCount() {
+    var n = selectedCount();
     var out = document.getElementById("bulk-count");
-    if (out) out.textContent = String(selectedCount());
+    if (out) out.textContent = String(n);
+    var clear = document.getElementById("bulk-clear");
+    if (clear) clear.disabled = n === 0;
   }
 
   function toggle(item) {

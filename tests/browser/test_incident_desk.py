@@ -108,6 +108,11 @@ def test_bulk_actions_and_keys_on_the_board(page, live_server, login, study, ali
     order = [int(i.split("-")[1]) for i in cards.evaluate_all("cs => cs.map(c => c.id)")]
     assert sorted(order) == sorted(d.pk for d in incidents)
 
+    # A card's own move that is refused says why in the card (a 400 the board used to drop).
+    page.locator(f"#incident-{order[2]}").get_by_role("button", name="Move").click()  # triaged, nobody named
+    expect(page.locator(f"#incident-{order[2]} .error")).to_contain_text("Choose who handles it.")
+    page.locator("body").click(position={"x": 5, "y": 300})  # leave the card's controls for the keys
+
     page.keyboard.press("j")
     current = re.compile(r"\bcurrent\b")
     expect(cards.nth(0)).to_have_class(current)
@@ -131,14 +136,33 @@ def test_bulk_actions_and_keys_on_the_board(page, live_server, login, study, ali
     assert set(Document.objects.filter(pk__in=first_two).values_list("assignee__username", flat=True)) == {"bob"}
     assert TriageEvent.objects.filter(document_id__in=first_two, to_status="triaged", actor=alice).count() == 2
 
-    # The list came back from the server; j goes on from the same card.
+    # The board came back from the server and the keys still act on it: c closes a ticked card.
     page.locator(f"#incident-{order[2]}").locator("[data-nav-select]").check()
     page.keyboard.press("c")
     expect(page.locator("#bulk-done")).to_have_text("✓ Closed 1 incident.")
     expect(page.locator(f"#incident-{order[2]}")).to_have_count(0)  # resolved leaves the open board
     assert Document.objects.get(pk=order[2]).triage_status == "resolved"
 
-    # A mixed selection that cannot all move changes nothing and says which one is in the way.
+    # Esc clears a selection.
+    page.locator(f"#sel-{order[0]}").check()
+    expect(page.locator("#bulk-count")).to_have_text("1")
+    page.locator("body").press("Escape")
+    expect(page.locator("#bulk-count")).to_have_text("0")
+    expect(page.locator(f"#sel-{order[0]}")).not_to_be_checked()
+
+    _a_refused_mix_changes_nothing(page, order)
+    _board_at_both_widths(page, live_server, order)
+
+    # Enter opens the current card's incident.
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/incidents/{order[0]}/")
+
+
+def _a_refused_mix_changes_nothing(page, order) -> None:
+    """A mixed selection that cannot all move changes nothing and says which one is in the way."""
+    from annotate.models import Document
+
     page.locator("#f-status").select_option("all")
     expect(page.locator(f"#incident-{order[2]}")).to_be_visible()
     for pk in (order[0], order[2]):
@@ -150,6 +174,8 @@ def test_bulk_actions_and_keys_on_the_board(page, live_server, login, study, ali
     assert Document.objects.get(pk=order[0]).assignee.username == "bob"
     _save(page, "board-error-1366")
 
+
+def _board_at_both_widths(page, live_server, order) -> None:
     page.set_viewport_size(PHONE)
     page.goto(f"{live_server.url}/studies/alpha/incidents/?show=all")
     for selector in ("#bulk-form", "#bulk-assignee", "#bulk-close", f"#incident-{order[0]}"):
@@ -158,11 +184,6 @@ def test_bulk_actions_and_keys_on_the_board(page, live_server, login, study, ali
     page.set_viewport_size(WIDE)
     page.goto(f"{live_server.url}/studies/alpha/incidents/")
     _save(page, "board-1366")
-
-    # Enter opens the current card's incident.
-    page.keyboard.press("j")
-    page.keyboard.press("Enter")
-    page.wait_for_url(f"**/incidents/{order[0]}/")
 
 
 def test_keys_on_the_adjudication_list(page, live_server, login, study, make_episode, codes, alice, bob, carol):
