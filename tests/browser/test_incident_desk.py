@@ -211,6 +211,7 @@ def test_keys_on_the_adjudication_list(page, live_server, login, study, make_epi
     page.keyboard.press("j")
     second = rows.nth(1).get_attribute("id").split("-")[1]
     expect(rows.nth(1)).to_have_attribute("aria-current", "true")
+    _save(page, "adjudication-list-1366")
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/episodes/{second}/adjudicate/")
     page.go_back()
@@ -241,5 +242,8 @@ def test_an_owner_sends_a_test_event_to_a_receiver_on_this_machine(page, live_se
         [request] = receiver.requests
         assert receiver.verifies(request, secret) and request["headers"]["X-Faultline-Event"] == "webhook.test"
         _save(page, "webhook-test-event-1366")
+        page.set_viewport_size(PHONE)
+        _fits(page, "#webhook-test-result")
+        _save(page, "webhook-test-event-390")
     finally:
         receiver.close()
