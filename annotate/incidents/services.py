@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Exists
 from django.utils import timezone
 
 from annotate.documents.render import safe_link
@@ -340,6 +341,111 @@ def incidents_bulk_move(
     if triaged and study.webhook_url:
         _triaged_webhooks(study, triaged)
     return events
+
+
+def incident_transfer_targets(*, study: Study, user) -> list[Study]:
+    """Studies `user` may move this study's incidents to: other studies that accept incidents, use the same
+    codebook (suggestions and codes point into it) and where the user codes or owns. Empty unless the
+    user owns this study: moving documents out of a study is an owner's decision."""
+    owns = Membership.objects.filter(study=study, user=user, role=Role.OWNER)
+    return list(
+        Study.objects.filter(
+            Exists(owns),
+            accepts_incidents=True,
+            codebook_id=study.codebook_id,
+            memberships__user=user,
+            memberships__role__in=(Role.OWNER, Role.CODER),
+        )
+        .exclude(pk=study.pk)
+        .order_by("name")
+    )
+
+
+def _transfer_refusals(study: Study, target: Study, docs: list[Document]) -> list[str]:
+    """Why some incidents cannot leave `study` for `target` (codings, live coding, a clashing external_id)."""
+    from annotate.models import Adjudication, CodingExposure, Lease
+
+    episodes = Episode.objects.filter(document__in=docs)
+    coded = set(episodes.filter(n_codings__gt=0).values_list("document_id", flat=True))
+    coded |= set(Adjudication.objects.filter(episode__in=episodes).values_list("episode__document_id", flat=True))
+    busy = set(
+        Lease.objects.filter(episode__in=episodes, expires_at__gt=timezone.now()).values_list(
+            "episode__document_id", flat=True
+        )
+    )
+    busy |= set(CodingExposure.objects.filter(episode__in=episodes).values_list("episode__document_id", flat=True))
+    clash = set(
+        Document.objects.filter(
+            study=target, kind=DocumentKind.INCIDENT, external_id__in=[d.external_id for d in docs]
+        ).values_list("external_id", flat=True)
+    )
+    out = []
+    for d in docs:
+        if d.pk in coded:
+            out.append(f"#{d.pk} “{d.title[:60]}”: coded in {study.slug}; its codings stay with that study.")
+        elif d.pk in busy:
+            out.append(f"#{d.pk} “{d.title[:60]}”: a coder of {study.slug} has opened it; it stays.")
+        elif d.external_id in clash:
+            out.append(f"#{d.pk} “{d.title[:60]}”: {target.slug} already has an incident {d.external_id}.")
+    return out
+
+
+@transaction.atomic
+def incidents_transfer(*, study: Study, user, document_ids: list[int], target: Study, note: str = "") -> int:
+    """Move incidents (with their episode, suggestions, trace and artifacts) to another study. All or none.
+
+    For an incident posted to the wrong study, e.g. a research study from before studies had to
+    accept incidents: it leaves that study's queue and joins the target's (a fresh place in its
+    random order). Only the owner of `study`, to a study in incident_transfer_targets; only
+    incidents nobody has coded or opened for coding there. Each move is a TriageEvent with a note.
+    """
+    ids = sorted({int(i) for i in document_ids})
+    if not ids or len(ids) > MAX_BULK:
+        raise ValidationError({"incidents": f"Select between 1 and {MAX_BULK} incidents."})
+    if len(note) > MAX_NOTE:
+        raise ValidationError({"note": f"At most {MAX_NOTE} characters."})
+    if target.pk not in {s.pk for s in incident_transfer_targets(study=study, user=user)}:
+        raise ValidationError(
+            {
+                "study": f"Incidents of {study.slug} can go only to another study that accepts incidents, uses the "
+                "same codebook and where you code; and only its owner moves them."
+            }
+        )
+    docs = list(
+        Document.objects.select_for_update(of=("self",))
+        .filter(study=study, kind=DocumentKind.INCIDENT, pk__in=ids)
+        .order_by("pk")
+    )
+    if missing := sorted(set(ids) - {d.pk for d in docs}):
+        raise ValidationError({"incidents": f"Not incidents of this study: {', '.join(map(str, missing[:20]))}."})
+    if refused := _transfer_refusals(study, target, docs):
+        raise ValidationError({"incidents": [f"Nothing was moved. {len(refused)} of {len(docs)} cannot:", *refused]})
+    Document.objects.filter(pk__in=ids).update(study=target, updated_at=timezone.now())
+    # An assignee who does not code in the target study cannot handle the incident there.
+    members = set(
+        Membership.objects.filter(study=target, role__in=(Role.OWNER, Role.CODER)).values_list("user_id", flat=True)
+    )
+    dropped = [d.pk for d in docs if d.assignee_id is not None and d.assignee_id not in members]
+    if dropped:
+        Document.objects.filter(pk__in=dropped).update(assignee=None)
+    episodes = list(Episode.objects.filter(document_id__in=ids).only("pk"))
+    for episode in episodes:
+        episode.study, episode.queue_key = target, queue_key_for(target, episode.pk)
+    Episode.objects.bulk_update(episodes, ["study", "queue_key"])
+    said = f"Moved from {study.slug} to {target.slug}." + (f" {note}" if note else "")
+    events = [
+        TriageEvent(
+            document=d,
+            actor=user,
+            from_status=d.triage_status,
+            to_status=d.triage_status,
+            note=said,
+            assignee_id=None if d.pk in dropped else d.assignee_id,
+        )
+        for d in docs
+    ]
+    TriageEvent.objects.bulk_create(events)
+    return len(docs)
 
 
 def _triaged_webhooks(study: Study, moved: list[tuple[Document, TriageEvent]]) -> None:

@@ -23,7 +23,14 @@ from annotate.incidents.selectors import (
     responsibilities,
     similar_incidents,
 )
-from annotate.incidents.services import MAX_BULK, SEVERITIES, incident_move, incidents_bulk_move
+from annotate.incidents.services import (
+    MAX_BULK,
+    SEVERITIES,
+    incident_move,
+    incident_transfer_targets,
+    incidents_bulk_move,
+    incidents_transfer,
+)
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from annotate.traces.selectors import has_steps, trace_window
 from annotate.views.access import study_view
@@ -44,6 +51,7 @@ def _board_context(request: HttpRequest, study: Study, data) -> dict:
         "services": sorted(set(services)), "severities": SEVERITIES, "ages": list(AGES),
         "statuses": list(STATUS_FILTERS), "assignees": [m.user for m in assignees],
         "types": study.codebook.failure_types.order_by("order").only("code", "name"), "selected": set(),
+        "transfer_targets": incident_transfer_targets(study=study, user=request.user),
     }  # fmt: skip
 
 
@@ -69,21 +77,10 @@ def incident_bulk(request: HttpRequest, study: Study) -> HttpResponse:
     ids = [int(i) for i in request.POST.getlist("ids")[: MAX_BULK + 1] if i.isdigit()]
     action = request.POST.get("action", "")
     error, done = "", ""
-    try:
-        events = incidents_bulk_move(
-            study=study, user=request.user, document_ids=ids, action=action,
-            to_status=request.POST.get("bulk_status", ""),
-            assignee=_member(study, request.POST.get("bulk_assignee", "")),
-            note=request.POST.get("note", "")[:5000],
-        )  # fmt: skip
-    except ValidationError as exc:
-        error = " ".join(" ".join(v) for v in exc.message_dict.values())
+    if action == "transfer":
+        error, done = _transfer(request, study, ids)
     else:
-        verb = {"assign": "Assigned", "close": "Closed"}.get(action, "Moved")
-        where = ""
-        if action in ("assign", "move"):
-            where = f" to {events[0].assignee.get_username() if action == 'assign' else events[0].to_status}"
-        done = f"{verb} {len(events)} incident{'s' if len(events) != 1 else ''}{where}."
+        error, done = _bulk_move(request, study, ids, action)
     if request.htmx:
         context = {**_board_context(request, study, request.POST), "bulk_error": error, "bulk_done": done,
                    "selected": set(ids) if error else set()}  # fmt: skip
@@ -93,6 +90,40 @@ def incident_bulk(request: HttpRequest, study: Study) -> HttpResponse:
     else:
         messages.success(request, done)
     return redirect("triage_board", slug=study.slug)
+
+
+def _errors(exc: ValidationError) -> str:
+    return " ".join(" ".join(v) for v in exc.message_dict.values())
+
+
+def _transfer(request: HttpRequest, study: Study, ids: list[int]) -> tuple[str, str]:
+    target = Study.objects.filter(slug=request.POST.get("bulk_target", "")[:60]).first()
+    if target is None:
+        return "Choose the study to move them to.", ""
+    try:
+        n = incidents_transfer(
+            study=study, user=request.user, document_ids=ids, target=target, note=request.POST.get("note", "")[:5000]
+        )
+    except ValidationError as exc:
+        return _errors(exc), ""
+    return "", f"Moved {n} incident{'s' if n != 1 else ''} to {target.name}."
+
+
+def _bulk_move(request: HttpRequest, study: Study, ids: list[int], action: str) -> tuple[str, str]:
+    try:
+        events = incidents_bulk_move(
+            study=study, user=request.user, document_ids=ids, action=action,
+            to_status=request.POST.get("bulk_status", ""),
+            assignee=_member(study, request.POST.get("bulk_assignee", "")),
+            note=request.POST.get("note", "")[:5000],
+        )  # fmt: skip
+    except ValidationError as exc:
+        return _errors(exc), ""
+    verb = {"assign": "Assigned", "close": "Closed"}.get(action, "Moved")
+    where = ""
+    if action in ("assign", "move"):
+        where = f" to {events[0].assignee.get_username() if action == 'assign' else events[0].to_status}"
+    return "", f"{verb} {len(events)} incident{'s' if len(events) != 1 else ''}{where}."
 
 
 @require_POST

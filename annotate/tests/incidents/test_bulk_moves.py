@@ -12,7 +12,7 @@ from annotate.models import Document, Study, TriageEvent
 
 pytestmark = pytest.mark.usefixtures("incidents_open")
 BULK = "/studies/alpha/incidents/bulk/"
-VIEW_QUERIES = 23  # session, membership, the bulk write and the board re-rendered (SQLite and PostgreSQL alike)
+VIEW_QUERIES = 24  # session, membership, the bulk write and the board re-rendered (SQLite and PostgreSQL alike)
 SERVICE_QUERIES = 4
 
 
