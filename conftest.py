@@ -172,6 +172,13 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def _production_webhook_rules(settings):
+    """Tests run with FAULTLINE_DEV=1, which lets webhooks reach the loopback; they check the production
+    rule unless they opt in (settings.FAULTLINE_WEBHOOK_ALLOW_LOOPBACK = True)."""
+    settings.FAULTLINE_WEBHOOK_ALLOW_LOOPBACK = False
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache():
     """API throttle counters live in the cache: each test starts with an empty one, so the suite's
     many anonymous 401 checks never add up to a 429 in an unrelated test."""
@@ -217,6 +224,14 @@ def study(codebook, alice, bob, vera, charlie):
     from annotate.studies.services import study_create
 
     return study_create(slug="alpha", name="Alpha study", codebook=codebook, owner=alice, coders=[bob], viewers=[vera])
+
+
+@pytest.fixture
+def incidents_open(study):
+    """Alpha as an incident study: it accepts incidents posted through the API (research studies refuse them)."""
+    study.accepts_incidents = True
+    study.save(update_fields=["accepts_incidents"])
+    return study
 
 
 @pytest.fixture

@@ -45,6 +45,11 @@ urlpatterns = [
     path("studies/<slug:slug>/adjudicate/", adjudication.adjudication_list, name="adjudication_list"),
     path("studies/<slug:slug>/settings/coding/", coding_settings.coding_settings, name="study_coding_settings"),
     path("studies/<slug:slug>/settings/webhook/", webhook_views.webhook_settings, name="study_webhook_settings"),
+    path(
+        "studies/<slug:slug>/settings/webhook/test/<str:event_id>/",
+        webhook_views.webhook_test_result,
+        name="study_webhook_test_result",
+    ),
     path("studies/<slug:slug>/documents/", document_views.document_list, name="document_list"),
     path("studies/<slug:slug>/documents/<int:pk>/", document_views.document_detail, name="document_detail"),
     path(
@@ -85,6 +90,7 @@ urlpatterns = [
     path("studies/<slug:slug>/agreement/", analysis_views.agreement_page, name="agreement_page"),
     path("studies/<slug:slug>/coverage/", analysis_views.coverage_page, name="coverage_page"),
     path("studies/<slug:slug>/incidents/", incident_views.triage_board, name="triage_board"),
+    path("studies/<slug:slug>/incidents/bulk/", incident_views.incident_bulk, name="incident_bulk"),
     path("studies/<slug:slug>/incidents/<int:pk>/", incident_views.incident_detail, name="incident_detail"),
     path("studies/<slug:slug>/incidents/<int:pk>/move/", incident_views.incident_move_view, name="incident_move"),
     path("studies/<slug:slug>/incidents/<int:pk>/code/", incident_views.incident_code, name="incident_code"),

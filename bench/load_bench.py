@@ -102,7 +102,7 @@ def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> 
     django.setup()
     from django.contrib.auth import get_user_model
 
-    from annotate.models import Document, Episode
+    from annotate.models import Document, Episode, Study
     from annotate.studies.services import membership_set, queue_key_for, study_create
     from annotate.studies.tokens import token_create
     from taxonomy.models import Codebook
@@ -114,6 +114,8 @@ def setup_database(admin_url: str, db_name: str, episodes: int, coders: int) -> 
     study = study_create(
         slug=SLUG, name="Load bench", codebook=Codebook.objects.get(), owner=owner, coders=[*coder_users, api_user]
     )
+    # The bench posts incidents into the study its coders code: it must accept them.
+    Study.objects.filter(pk=study.pk).update(accepts_incidents=True)
     docs = [
         Document(
             study=study,

@@ -322,6 +322,9 @@ FAULTLINE_WEBHOOK_BACKOFF_S = envfloat("FAULTLINE_WEBHOOK_BACKOFF_S", 30.0)  # d
 FAULTLINE_WEBHOOK_TIMEOUT_S = envfloat("FAULTLINE_WEBHOOK_TIMEOUT_S", 10.0)
 # Webhooks go to public addresses only; 1 allows loopback and private ones (a receiver on the same network, tests).
 FAULTLINE_WEBHOOK_ALLOW_PRIVATE = envbool("FAULTLINE_WEBHOOK_ALLOW_PRIVATE", False)
+# A local run (`make run`, FAULTLINE_DEV) may send to a receiver on this machine (127.0.0.0/8, ::1);
+# private ranges still need FAULTLINE_WEBHOOK_ALLOW_PRIVATE. Production leaves it off.
+FAULTLINE_WEBHOOK_ALLOW_LOOPBACK = envbool("FAULTLINE_WEBHOOK_ALLOW_LOOPBACK", DEV)
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's

@@ -147,7 +147,7 @@ def token_client():
 
 @WEB
 @given(title=hostile_text, trace=json_values | st.dictionaries(hostile_text, hostile_text, max_size=3))
-def test_incident_intake_never_fails_on_odd_text(study, bob, token_client, title, trace):
+def test_incident_intake_never_fails_on_odd_text(incidents_open, study, bob, token_client, title, trace):
     client = token_client(bob)
     before = Document.objects.count()
     body = json.dumps({"study": "alpha", "service": "s", "title": title or "t", "description": "d", "trace": trace})
@@ -159,7 +159,7 @@ def test_incident_intake_never_fails_on_odd_text(study, bob, token_client, title
 
 @WEB
 @given(depth=st.integers(min_value=1, max_value=60_000))
-def test_nested_json_of_any_depth_is_answered(study, bob, token_client, depth):
+def test_nested_json_of_any_depth_is_answered(incidents_open, study, bob, token_client, depth):
     client = token_client(bob)
     trace = "[" * depth + "]" * depth
     body = '{"study": "alpha", "service": "s", "title": "t", "description": "d", "trace": ' + trace + "}"

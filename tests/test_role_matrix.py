@@ -51,6 +51,8 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "study_members": ("GET", PAGE_OWNER, {}),
     "study_coding_settings": ("GET", PAGE_OWNER, {}),
     "study_webhook_settings": ("GET", PAGE_OWNER, {}),
+    "study_webhook_test_result": ("GET", PAGE_OWNER, {}),  # an unknown event: "waiting for the worker"
+    "incident_bulk": ("POST", (LOGIN, 404, 403, 302, 302), {}),  # nothing selected: back with a message
     "study_import": ("POST", (LOGIN, 404, 403, 403, 400), {}),  # no file: 400 with the message
     "coding_next": ("POST", POST_WRITE, {}),  # claims a place, so a POST; its GET claims nothing
     "coding_claim": ("POST", (LOGIN, 404, 403, 204, 204), {}),  # both coded it: nothing to claim
@@ -191,7 +193,7 @@ def kwargs_for(name: str, pattern, w) -> dict:
         "slug": w["slug"], "code": "TUS-03", "kind": "github_issue", "stage": "iterative_execution",
         "capability": "actuation", "name": "difference", "fmt": "json", "episode_pk": w["episode"].pk,
         "token": "not-a-token", "uidb64": "MQ", "index": 0, "part": "input",
-        "stamp": codebook_picker(w["codebook"]).stamp,
+        "stamp": codebook_picker(w["codebook"]).stamp, "event_id": "e1",
     }  # fmt: skip
     pk = {
         "codebook_detail": w["codebook"].pk, "type_detail": w["codebook"].pk, "codebook_diff": w["codebook"].pk,

@@ -7,7 +7,15 @@ from celery import shared_task
 
 @shared_task(name="annotate.tasks.deliver_webhook", bind=True, acks_late=True, max_retries=None)
 def deliver_webhook(
-    self, *, study_id: int, document_id: int | None, event: str, event_id: str, payload: dict, attempt: int
+    self,
+    *,
+    study_id: int,
+    document_id: int | None,
+    event: str,
+    event_id: str,
+    payload: dict,
+    attempt: int,
+    retry: bool = True,
 ) -> bool:
     """One delivery attempt; a failed one is retried with exponential backoff up to the configured attempts."""
     from django.conf import settings
@@ -19,7 +27,7 @@ def deliver_webhook(
     )
     if delivery is None or delivery.delivered:
         return delivery is not None
-    if attempt >= settings.FAULTLINE_WEBHOOK_MAX_ATTEMPTS:
+    if not retry or attempt >= settings.FAULTLINE_WEBHOOK_MAX_ATTEMPTS:
         return False
     kwargs = {"study_id": study_id, "document_id": document_id, "event": event, "event_id": event_id,
               "payload": payload, "attempt": attempt + 1}  # fmt: skip

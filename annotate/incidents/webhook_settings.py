@@ -1,4 +1,4 @@
-"""Writes for a study's incident webhook: its URL and the secret that signs every event."""
+"""Writes for a study's incident settings: whether it takes incidents, its webhook URL and secret, a test event."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import secrets
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from annotate.incidents.webhooks import WebhookRefused, webhook_destination
+from annotate.incidents.webhooks import WebhookRefused, webhook_destination, webhook_event_send
 from annotate.models import Study
 
 SECRET_BYTES = 32
@@ -53,3 +53,36 @@ def study_webhook_secret_rotate(*, study: Study) -> str:
     study.webhook_secret = _new_secret()
     study.save(update_fields=["webhook_secret"])
     return study.webhook_secret
+
+
+@transaction.atomic
+def study_incident_intake_set(*, study: Study, accepts: bool) -> Study:
+    """Open or close the study to incidents posted through the API (annotate.incidents.services.incident_intake_check).
+
+    Closing keeps the incidents already stored: they stay on the board and in the coding queue.
+    """
+    study.accepts_incidents = bool(accepts)
+    study.save(update_fields=["accepts_incidents"])
+    return study
+
+
+TEST_EVENT = "webhook.test"
+
+
+@transaction.atomic
+def study_webhook_test_send(*, study: Study, user) -> str:
+    """Send a signed test event through the delivery task, once and without retries. Returns its event id.
+
+    It goes the way every event goes (webhook_event_send: queued on commit, attempted by the
+    Celery task, recorded as a WebhookDelivery), so a receiver that accepts it accepts real events.
+    """
+    if not study.webhook_url:
+        raise ValidationError({"webhook_url": "Set a webhook URL first."})
+    if not study.webhook_secret:
+        raise ValidationError({"webhook_url": "Create a signing secret first: an unsigned event is never sent."})
+    payload = {
+        "test": True,
+        "actor": user.get_username(),
+        "message": "A test event from Faultline: if your receiver verified its signature, real events verify too.",
+    }
+    return webhook_event_send(study=study, document=None, event=TEST_EVENT, payload=payload, retry=False)

@@ -61,12 +61,20 @@ def _address_allowed(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+def _loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
 def webhook_destination(url: str) -> tuple[str, int, list[str]]:
     """Check a webhook URL and resolve its host: (hostname, port, addresses), or WebhookRefused.
 
     Only http(s) URLs are allowed, and, unless FAULTLINE_WEBHOOK_ALLOW_PRIVATE is set, only hosts
     whose every address is public: a webhook must never reach the loopback, the private network
-    or a cloud metadata service from inside our network.
+    or a cloud metadata service from inside our network. FAULTLINE_WEBHOOK_ALLOW_LOOPBACK (on by
+    default under FAULTLINE_DEV) lets loopback addresses through, and only those.
     """
     try:
         parts = urlsplit(url)
@@ -86,7 +94,9 @@ def webhook_destination(url: str) -> tuple[str, int, list[str]]:
     if not addresses:
         raise WebhookRefused(f"the host {parts.hostname} has no address")
     if not settings.FAULTLINE_WEBHOOK_ALLOW_PRIVATE:
-        private = [a for a in addresses if not _address_allowed(a)]
+        # Under FAULTLINE_DEV a receiver on this machine is fine: it is the developer's own.
+        loopback_ok = settings.FAULTLINE_WEBHOOK_ALLOW_LOOPBACK
+        private = [a for a in addresses if not _address_allowed(a) and not (loopback_ok and _loopback(a))]
         if private:
             raise WebhookRefused(
                 f"{parts.hostname} resolves to {', '.join(private[:3])}, a loopback, private, link-local or "
@@ -177,13 +187,21 @@ def webhook_attempt(
     )  # fmt: skip
 
 
-def webhook_event_send(*, study: Study, document: Document | None, event: str, payload: dict[str, Any]) -> str:
-    """Queue delivery of an event once the surrounding transaction commits. Returns the event id."""
+def webhook_event_send(
+    *, study: Study, document: Document | None, event: str, payload: dict[str, Any], retry: bool = True
+) -> str:
+    """Queue delivery of an event once the surrounding transaction commits. Returns the event id.
+
+    With retry=False a failed attempt is recorded and not retried (a test event: its sender is
+    watching for the one answer).
+    """
     event_id = uuid.uuid4().hex
     args = {
         "study_id": study.pk, "document_id": document.pk if document else None, "event": event,
         "event_id": event_id, "payload": payload, "attempt": 1,
     }  # fmt: skip
+    if not retry:
+        args["retry"] = False
 
     def enqueue() -> None:
         try:

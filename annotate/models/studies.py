@@ -57,6 +57,10 @@ class Study(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    # Incidents posted through the API land only in a study that accepts them (an incident study, or one
+    # whose owner opted in): they become episodes of its coding queue, so a research study refuses them.
+    accepts_incidents = models.BooleanField(default=False)
+
     # Incident webhook (signed with HMAC-SHA256 using webhook_secret).
     webhook_url = models.URLField(blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True)

@@ -23,7 +23,14 @@ from annotate.incidents.selectors import (
     responsibilities,
     similar_incidents,
 )
-from annotate.incidents.services import SEVERITIES, incident_move
+from annotate.incidents.services import (
+    MAX_BULK,
+    SEVERITIES,
+    incident_move,
+    incident_transfer_targets,
+    incidents_bulk_move,
+    incidents_transfer,
+)
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
 from annotate.traces.selectors import has_steps, trace_window
 from annotate.views.access import study_view
@@ -43,7 +50,8 @@ def _board_context(request: HttpRequest, study: Study, data) -> dict:
         "study": study, "membership": request.membership, "groups": groups, "total": total, "filters": f,
         "services": sorted(set(services)), "severities": SEVERITIES, "ages": list(AGES),
         "statuses": list(STATUS_FILTERS), "assignees": [m.user for m in assignees],
-        "types": study.codebook.failure_types.order_by("order").only("code", "name"),
+        "types": study.codebook.failure_types.order_by("order").only("code", "name"), "selected": set(),
+        "transfer_targets": incident_transfer_targets(study=study, user=request.user),
     }  # fmt: skip
 
 
@@ -55,15 +63,74 @@ def triage_board(request: HttpRequest, study: Study) -> HttpResponse:
     return render(request, template, context)
 
 
+def _member(study: Study, user_id: str):
+    if not user_id.isdigit():
+        return None
+    member = Membership.objects.filter(study=study, user_id=int(user_id)).select_related("user").first()
+    return member.user if member else None
+
+
+@require_POST
+@study_view("write")
+def incident_bulk(request: HttpRequest, study: Study) -> HttpResponse:
+    """Assign, move or close the incidents selected on the board, all or none (incidents_bulk_move)."""
+    ids = [int(i) for i in request.POST.getlist("ids")[: MAX_BULK + 1] if i.isdigit()]
+    action = request.POST.get("action", "")
+    error, done = "", ""
+    if action == "transfer":
+        error, done = _transfer(request, study, ids)
+    else:
+        error, done = _bulk_move(request, study, ids, action)
+    if request.htmx:
+        context = {**_board_context(request, study, request.POST), "bulk_error": error, "bulk_done": done,
+                   "selected": set(ids) if error else set()}  # fmt: skip
+        return render(request, "annotate/partials/_triage_board.html", context, status=400 if error else 200)
+    if error:
+        messages.error(request, f"Not changed: {error}")
+    else:
+        messages.success(request, done)
+    return redirect("triage_board", slug=study.slug)
+
+
+def _errors(exc: ValidationError) -> str:
+    return " ".join(" ".join(v) for v in exc.message_dict.values())
+
+
+def _transfer(request: HttpRequest, study: Study, ids: list[int]) -> tuple[str, str]:
+    target = Study.objects.filter(slug=request.POST.get("bulk_target", "")[:60]).first()
+    if target is None:
+        return "Choose the study to move them to.", ""
+    try:
+        n = incidents_transfer(
+            study=study, user=request.user, document_ids=ids, target=target, note=request.POST.get("note", "")[:5000]
+        )
+    except ValidationError as exc:
+        return _errors(exc), ""
+    return "", f"Moved {n} incident{'s' if n != 1 else ''} to {target.name}."
+
+
+def _bulk_move(request: HttpRequest, study: Study, ids: list[int], action: str) -> tuple[str, str]:
+    try:
+        events = incidents_bulk_move(
+            study=study, user=request.user, document_ids=ids, action=action,
+            to_status=request.POST.get("bulk_status", ""),
+            assignee=_member(study, request.POST.get("bulk_assignee", "")),
+            note=request.POST.get("note", "")[:5000],
+        )  # fmt: skip
+    except ValidationError as exc:
+        return _errors(exc), ""
+    verb = {"assign": "Assigned", "close": "Closed"}.get(action, "Moved")
+    where = ""
+    if action in ("assign", "move"):
+        where = f" to {events[0].assignee.get_username() if action == 'assign' else events[0].to_status}"
+    return "", f"{verb} {len(events)} incident{'s' if len(events) != 1 else ''}{where}."
+
+
 @require_POST
 @study_view("write")
 def incident_move_view(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     document = get_object_or_404(Document, study=study, kind=DocumentKind.INCIDENT, pk=pk)
-    assignee_id = request.POST.get("assignee", "")
-    assignee = None
-    if assignee_id.isdigit():
-        member = Membership.objects.filter(study=study, user_id=int(assignee_id)).select_related("user").first()
-        assignee = member.user if member else None
+    assignee = _member(study, request.POST.get("assignee", ""))
     error = ""
     try:
         incident_move(
@@ -135,6 +202,9 @@ def _code_context(request: HttpRequest, study: Study, episode: Episode) -> dict:
         "picker": picker, "mine": mine, "suggestion": suggestion, "code_groups": groups,
         "confidence_choices": Confidence.choices,
         "type_options": picker.type_options(chosen["failure_type"].code if chosen["failure_type"] else ""),
+        # The coding page's type picker (_type_picker.html) reads these.
+        "chosen_type": picker.type_by_code.get(chosen["failure_type"].code) if chosen["failure_type"] else None,
+        "v": {"needs_new_type": bool(mine and mine.needs_new_type)}, "errors": {},
     }  # fmt: skip
 
 

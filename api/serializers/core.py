@@ -96,7 +96,7 @@ class StudySerializer(serializers.ModelSerializer):
         model = Study
         fields = [
             "slug", "name", "description", "codebook", "codebook_id", "role", "coders_per_episode", "blind",
-            "label_rule", "created_at",
+            "label_rule", "accepts_incidents", "created_at",
         ]  # fmt: skip
         extra_kwargs = {
             "id": {"help_text": "Identifier."},
@@ -107,6 +107,10 @@ class StudySerializer(serializers.ModelSerializer):
             "blind": {"help_text": "Whether coders see each other's codings while coding."},
             "label_rule": {"help_text": "Which label analysis uses: consensus or one coder's."},
             "created_at": {"help_text": "When the study was created."},
+            "accepts_incidents": {
+                "read_only": True,
+                "help_text": "Whether POST /api/v1/incidents/ may send incidents here (an incident study).",
+            },
         }
 
 

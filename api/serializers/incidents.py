@@ -38,7 +38,12 @@ class ArtifactInSerializer(serializers.Serializer):
 
 
 class IncidentInSerializer(serializers.Serializer):
-    study = serializers.SlugField(help_text="The study's slug; you must be a coder or owner there.")
+    study = serializers.SlugField(
+        help_text=(
+            "The study's slug; you must be a coder or owner there, and the study must accept incidents "
+            "(an incident study: research studies refuse them with a 400 on this field)."
+        )
+    )
     service = serializers.CharField(max_length=300, help_text="The service or agent; it becomes the cluster.")
     title = serializers.CharField(max_length=1000, help_text="A one-line summary.")
     description = serializers.CharField(

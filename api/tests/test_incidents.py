@@ -12,6 +12,8 @@ import pytest
 
 from annotate.models import Artifact, Document, Episode, Job, TriageEvent, WebhookDelivery
 
+pytestmark = pytest.mark.usefixtures("incidents_open")
+
 OTEL_TRACE = {
     "resourceSpans": [
         {

@@ -107,6 +107,8 @@ def test_list_query_counts_do_not_grow_with_rows(as_user, alice, many, codebook,
     from annotate.incidents.services import IncidentData, incident_create
     from annotate.traces.parsed import TraceArtifact
 
+    many[0].study.accepts_incidents = True
+    many[0].study.save(update_fields=["accepts_incidents"])
     for n in range(3):
         incident_create(
             study=many[0].study, user=alice,

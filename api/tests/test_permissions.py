@@ -34,7 +34,7 @@ def _post(client, url, kind, episode_id=None):
 
 
 @pytest.fixture
-def incident(study, bob):
+def incident(incidents_open, study, bob):
     from annotate.incidents.services import IncidentData, incident_create
 
     return incident_create(
@@ -91,7 +91,7 @@ def test_it_lets_viewers_read(as_user, vera, study, url):
     assert response.status_code == 200, getattr(response, "content", b"")
 
 
-def test_it_hides_other_studies_jobs_and_incidents(as_user, charlie, study, incident, bob):
+def test_it_hides_other_studies_jobs_and_incidents(incidents_open, as_user, charlie, study, incident, bob):
     job = Job.objects.create(kind="recount", study=study, created_by=bob)
     client = as_user(charlie)
     assert client.get(f"/api/v1/jobs/{job.pk}/").status_code == 404
@@ -102,7 +102,7 @@ def test_it_hides_other_studies_jobs_and_incidents(as_user, charlie, study, inci
     assert api_post_incident(client, study.slug).status_code == 404
 
 
-def test_it_forbids_viewers_to_report_or_move_incidents(as_user, vera, study, incident):
+def test_it_forbids_viewers_to_report_or_move_incidents(incidents_open, as_user, vera, study, incident):
     client = as_user(vera)
     assert api_post_incident(client, study.slug).status_code == 403
     move = client.post(f"/api/v1/incidents/{incident.pk}/triage/", {"status": "triaged", "assignee": "bob"})
@@ -123,6 +123,8 @@ def _ids(payload):
 def test_no_list_leaks_another_studys_rows(as_user, alice, study, coded, charlies_rows, other_study, charlie):
     from annotate.incidents.services import IncidentData, incident_create
 
+    other_study.accepts_incidents = True
+    other_study.save(update_fields=["accepts_incidents"])
     secret = incident_create(
         study=other_study, user=charlie, data=IncidentData(service="s", title="secret", description="d")
     ).document

@@ -58,7 +58,9 @@ class IncidentViewSet(
         description=(
             "Store an incident as a document of kind incident (cluster = service) with one episode and its "
             "artifacts, and queue a suggestion. You must be a coder or owner of the study (non-members 404, "
-            "viewers 403). A bad payload is a 400 with field errors and stores nothing."
+            "viewers 403), and the study must accept incidents: a research study answers 400 on `study`, naming "
+            "the studies you may post to, so incidents never join its coders' queue. A bad payload is a 400 with "
+            "field errors and stores nothing."
         ),
         request=IncidentInSerializer,
         responses={

@@ -130,7 +130,7 @@ def shot_page(page, name):
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
-def test_a_triager_codes_an_incident_from_the_board(page, live_server, login, shot, study, bob, media):
+def test_a_triager_codes_an_incident_from_the_board(incidents_open, page, live_server, login, shot, study, bob, media):
     from annotate.incidents.services import IncidentData, incident_create
     from annotate.models import Coding, Suggestion
 

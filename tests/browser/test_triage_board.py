@@ -6,7 +6,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.usefixtures("incidents_open"), pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 HOSTILE = "<script>alert('board')</script><img src=x onerror=alert('img')>"
 

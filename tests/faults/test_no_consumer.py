@@ -16,7 +16,7 @@ from annotate.models import Document, Job, JobStatus, Suggestion
 from annotate.tests.factories.llm_server import FakeLLMServer, episode_from
 from tests.faults.conftest import app_env, csrf_of, logged_in, wait_for
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.usefixtures("incidents_open"), pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 NO_CONSUMER_S = 180
 QUEUE = "idle"

@@ -13,7 +13,7 @@ from annotate.models import Coding, Job, JobStatus, Membership, Role
 from annotate.studies.tokens import token_create
 from tests.faults.conftest import CSRF_RE, app_env, logged_in, many_episodes, wait_for
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.usefixtures("incidents_open"), pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 OUTAGE_S = 30
 CODER_PAUSE_S = 0.2

@@ -74,7 +74,7 @@ def test_a_codebook_diff_against_a_non_number_is_a_400(client, alice, codebook, 
 
 
 @pytest.mark.parametrize("path", ["/api/v1/incidents/", "/api/v1/studies/alpha/codings/"])
-def test_json_nested_50000_deep_is_a_400(bob, study, path):
+def test_json_nested_50000_deep_is_a_400(incidents_open, bob, study, path):
     from annotate.studies.tokens import token_create
 
     api = APIClient()
@@ -87,7 +87,7 @@ def test_json_nested_50000_deep_is_a_400(bob, study, path):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_eight_concurrent_posts_of_one_incident_make_one(require_postgres, study, bob):
+def test_eight_concurrent_posts_of_one_incident_make_one(incidents_open, require_postgres, study, bob):
     """Eight senders retrying one incident at once: one 201, the others 200 (or 409), never 500, one document."""
     from annotate.studies.tokens import token_create
 

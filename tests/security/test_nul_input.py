@@ -100,7 +100,7 @@ def test_a_job_never_shows_a_database_error(study, alice, monkeypatch):
 
 
 @pytest.mark.parametrize("bad", [NUL, LONE])
-def test_an_incident_trace_with_nul_or_a_lone_surrogate_is_a_400(bad, study, bob):
+def test_an_incident_trace_with_nul_or_a_lone_surrogate_is_a_400(incidents_open, bad, study, bob):
     from rest_framework.test import APIClient
 
     client = APIClient()
@@ -116,7 +116,7 @@ def test_an_incident_trace_with_nul_or_a_lone_surrogate_is_a_400(bad, study, bob
 
 @pytest.mark.parametrize("field", ["title", "service", "description", "external_id"])
 @pytest.mark.parametrize("bad", [NUL, LONE])
-def test_an_incident_field_with_nul_or_a_lone_surrogate_is_a_400(bad, field, study, bob):
+def test_an_incident_field_with_nul_or_a_lone_surrogate_is_a_400(incidents_open, bad, field, study, bob):
     from rest_framework.test import APIClient
 
     client = APIClient()
@@ -129,7 +129,7 @@ def test_an_incident_field_with_nul_or_a_lone_surrogate_is_a_400(bad, field, stu
     assert not Document.objects.filter(study=study).exists()
 
 
-def test_the_incident_service_refuses_a_bad_trace_by_itself(study, bob):
+def test_the_incident_service_refuses_a_bad_trace_by_itself(incidents_open, study, bob):
     from django.core.exceptions import ValidationError
 
     with pytest.raises(ValidationError) as caught:

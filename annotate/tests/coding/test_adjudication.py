@@ -66,7 +66,7 @@ def test_it_filters_by_axis_and_by_type(client, alice, cases):
 def test_the_filter_returns_a_fragment_for_htmx(client, alice, cases):
     client.force_login(alice)
     html = client.get("/studies/alpha/adjudicate/?axis=source", HTTP_HX_REQUEST="true").content.decode()
-    assert html.startswith('<div id="adjudication-rows">') and "BySource" in html and "ByType" not in html
+    assert html.startswith('<div id="adjudication-rows" data-nav-list>') and "BySource" in html and "ByType" not in html
 
 
 def test_the_sql_disagreement_test_matches_the_label_rule(client, alice, study, cases, make_episode, code, bob):

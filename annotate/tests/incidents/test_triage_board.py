@@ -9,6 +9,8 @@ from annotate.incidents.services import IncidentData, incident_create
 from annotate.models import Suggestion, TriageEvent
 from annotate.traces.parsed import TraceArtifact
 
+pytestmark = pytest.mark.usefixtures("incidents_open")
+
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
