@@ -86,7 +86,7 @@ def test_the_board_says_when_a_study_does_not_take_incidents(client, alice, vera
 def test_the_migration_opts_in_only_studies_that_hold_nothing_but_incidents(study, other_study, codebook, alice):
     from importlib import import_module
 
-    migration = import_module("annotate.migrations.0014_accepts_incidents")
+    migration = import_module("annotate.migrations.0012_accepts_incidents")
     pure = study_create(slug="pure", name="Pure", codebook=codebook, owner=alice)
     for s, kind in ((pure, "incident"), (study, "incident"), (study, "github_issue"), (other_study, "literature")):
         Document.objects.create(study=s, kind=kind, external_id=f"{s.slug}-{kind}", cluster="c", title="t")
