@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 1}
 LAPTOP = {"viewport": {"width": 1366, "height": 768}}
-SHOTS = Path(os.environ.get("FAULTLINE_SCREENSHOTS", "/tmp/faultline-screenshots")) / "i33"
+SHOTS = Path(os.environ.get("FAULTLINE_SCREENSHOTS", "/tmp/faultline-screenshots"))
 WHO = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
 if not WHO.is_dir():
     WHO = Path("/work/shared/datasets/who_and_when")
@@ -219,7 +219,7 @@ def test_every_page_fits_a_phone_and_its_menu_opens_with_every_link_visible(brow
             width = page.evaluate(OVERFLOW)
             if width["scroll"] > width["inner"]:
                 problems.append(f"{name}: page is {width['scroll']} px wide at {width['inner']}: {width['out']}")
-            page.screenshot(path=str(SHOTS / f"{name}-390.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / f"layout-{name}-390.png"), full_page=True)
             problems += _check_menu(page, name)
         # The menu by keyboard: Enter opens it and Tab walks into its links.
         page.get_by_role("button", name="Menu").focus()
@@ -227,7 +227,7 @@ def test_every_page_fits_a_phone_and_its_menu_opens_with_every_link_visible(brow
         expect(page.get_by_role("button", name="Menu")).to_have_attribute("aria-expanded", "true")
         page.keyboard.press("Tab")
         expect(page.locator("#site-menu a").first).to_be_focused()
-        page.screenshot(path=str(SHOTS / "menu-open-390.png"))
+        page.screenshot(path=str(SHOTS / "layout-menu-open-390.png"))
         page.keyboard.press("Escape")
     finally:
         context.close()
@@ -252,7 +252,67 @@ def test_every_page_still_fits_a_laptop_with_the_bar_in_one_row(browser, live_se
                 link = page.locator("#site-menu").get_by_role("link", name=label, exact=True)
                 if not link.evaluate(IN_VIEW) or link.evaluate(CONTRAST) < 4.5:
                     problems.append(f"{name}: {label} not in the bar")
-            page.screenshot(path=str(SHOTS / f"{name}-1366.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / f"layout-{name}-1366.png"), full_page=True)
     finally:
         context.close()
     assert not problems, "\n".join(problems)
+
+
+def test_every_page_fits_the_narrowest_phone_and_the_login_page_too(browser, live_server, demo):
+    """360 px, the narrowest phone the layout is made for; and the pages a signed-out visitor sees."""
+    context = browser.new_context(**{**PHONE, "viewport": {"width": 360, "height": 740}})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    problems = []
+    try:
+        _open(page, f"{live_server.url}/login/")
+        width = page.evaluate(OVERFLOW)
+        if width["scroll"] > width["inner"]:
+            problems.append(f"login: page is {width['scroll']} px wide at {width['inner']}: {width['out']}")
+        _log_in(page, live_server.url)
+        for name, path in pages(demo):
+            _open(page, f"{live_server.url}{path}")
+            width = page.evaluate(OVERFLOW)
+            if width["scroll"] > width["inner"]:
+                problems.append(f"{name}: page is {width['scroll']} px wide at {width['inner']}: {width['out']}")
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_without_javascript_the_menu_stays_open_and_fits(browser, live_server, demo):
+    context = browser.new_context(**PHONE, java_script_enabled=False)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        _log_in(page, live_server.url)
+        _open(page, f"{live_server.url}/studies/demo/")
+        expect(page.get_by_role("button", name="Menu")).to_be_hidden()  # it could not open anything
+        entries = page.locator("#site-menu a, #site-menu button")
+        for i in range(entries.count()):
+            expect(entries.nth(i)).to_be_visible()
+            assert entries.nth(i).evaluate(CONTRAST) >= 4.5
+        width = page.evaluate(OVERFLOW)
+        assert width["scroll"] <= width["inner"], width
+        page.screenshot(path=str(SHOTS / "layout-overview-nojs-390.png"))
+    finally:
+        context.close()
+
+
+def test_a_user_who_may_not_create_studies_reads_how_on_a_phone(browser, live_server, demo):
+    from django.contrib.auth import get_user_model
+
+    coder = get_user_model().objects.get(username="demo-coder1")
+    coder.set_password(PASSWORD)
+    coder.save()
+    context = browser.new_context(**PHONE)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        _log_in(page, live_server.url, "demo-coder1")
+        expect(page.locator("#creation-refusal")).to_contain_text("ask an administrator to tick Staff status")
+        expect(page.get_by_role("link", name="New study")).to_have_count(0)
+        assert page.evaluate(OVERFLOW)["scroll"] <= 390
+        page.screenshot(path=str(SHOTS / "layout-study-list-coder-390.png"), full_page=True)
+    finally:
+        context.close()

@@ -3,6 +3,7 @@ tap. And after accepting a suggestion (`a` or a tap) the type list highlights th
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ WIDE = {"viewport": {"width": 1366, "height": 768}}
 WHO = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
 if not WHO.is_dir():
     WHO = Path("/work/shared/datasets/who_and_when")
+SHOTS = Path(os.environ.get("FAULTLINE_SCREENSHOTS", "/tmp/faultline-screenshots"))
 FITS = "() => document.documentElement.scrollWidth <= Math.min(innerWidth, screen.width)"
 IN_VIEW = """(el) => {
   const r = el.getBoundingClientRect();
@@ -85,17 +87,22 @@ def test_a_coder_codes_an_episode_on_a_phone_by_taps_alone(browser, live_server,
     pressed = []
     page.expose_function("keyPressed", lambda key: pressed.append(key))
     page.add_init_script("document.addEventListener('keydown', e => window.keyPressed(e.key), true)")
+    SHOTS.mkdir(parents=True, exist_ok=True)
     try:
         _log_in(page, live_server.url)
         page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
         assert page.evaluate(FITS)
         listbox = page.locator("#type-listbox")
+        # A touch screen shows the controls without their key hints.
+        expect(page.locator("#save-next kbd").first).to_be_hidden()
+        expect(page.locator("#show-shortcuts")).to_be_hidden()
 
         # Accept the suggestion with a tap: the form fills, and the list highlights the accepted type.
         page.locator("#suggestion-panel .suggestion-accept").first.tap()
         expect(page.locator("#failure_type")).to_have_value(suggestion.failure_type.code)
         expect(listbox.locator("li.active")).to_have_attribute("data-code", suggestion.failure_type.code)
         expect(listbox.locator("li.chosen")).to_have_attribute("data-code", suggestion.failure_type.code)
+        page.screenshot(path=str(SHOTS / "tap-coding-accepted-390.png"))
 
         # Then change every code by tapping: a type in the list, one radio per axis, the confidence.
         listbox.locator('li[data-code="EXT-01"]').tap()
@@ -113,6 +120,7 @@ def test_a_coder_codes_an_episode_on_a_phone_by_taps_alone(browser, live_server,
         page.locator("#stage").scroll_into_view_if_needed()
         save_next = page.get_by_role("button", name=re.compile("^Save and next"))
         assert save_next.evaluate(IN_VIEW), "Save and next is not on the screen while the form is"
+        page.screenshot(path=str(SHOTS / "tap-coding-form-390.png"))  # the screen as the thumb sees it
         for name in ("Save", "Skip", "Back"):
             expect(page.get_by_role("button", name=re.compile(f"^{name}"), exact=False).first).to_be_visible()
         assert page.evaluate(FITS)
