@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotate.models import Episode, Study
+from annotate.models import Episode, Job, JobStatus, Study
 from conftest import PASSWORD
 from taxonomy.models import AxisValue
 
@@ -107,6 +107,7 @@ def _codes_in_words(study) -> set[str]:
     """Every code a page must not show as a word: axis values, document kinds, axis and flag names."""
     codes = set(AxisValue.objects.filter(codebook=study.codebook).values_list("code", flat=True))
     codes |= {"github_issue", "failure_type", "not_a_failure", "needs_new_type", "tool_result", "tool_call"}
+    codes |= {"import_traces", "export_parquet", "Import_traces", "Export_parquet"}  # job kinds
     return {c for c in codes if "_" in c}  # one-word codes ("llm") read as words; these do not
 
 
@@ -115,6 +116,9 @@ def test_study_pages_speak_in_display_names_not_codes(demo, client):
 
     study = Study.objects.get(slug="demo")
     suggestions_make(study=study, backend="local")
+    for kind in ("import_traces", "export_parquet", "suggest", "bootstrap"):  # the Jobs page names each kind
+        Job.objects.create(kind=kind, study=study, created_by=demo, status=JobStatus.SUCCESS)
+    job = Job.objects.create(kind="import_traces", study=study, created_by=demo)
     episode = Episode.objects.filter(study=study, n_codings=2).select_related("document").order_by("pk").first()
     slug = study.slug
     urls = [
@@ -131,6 +135,7 @@ def test_study_pages_speak_in_display_names_not_codes(demo, client):
         reverse("triage_board", args=[slug]),
         reverse("study_job_list", args=[slug]),
         reverse("study_members", args=[slug]),
+        reverse("job_status", args=[job.pk]),
     ]
     codes = _codes_in_words(study)
     found = {}
@@ -142,6 +147,8 @@ def test_study_pages_speak_in_display_names_not_codes(demo, client):
         if shown:
             found[url] = shown
     assert not found, found
+    jobs = page_words(client.get(reverse("study_job_list", args=[slug])).content.decode())
+    assert "Trace import #" in jobs and "Parquet export #" in jobs and "Analysis #" in jobs
     overview = page_words(client.get(reverse("study_overview", args=[slug])).content.decode())
     assert re.search(r"By kind: GitHub issue 58 · Literature record 24", overview)
 
