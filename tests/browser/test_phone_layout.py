@@ -316,3 +316,26 @@ def test_a_user_who_may_not_create_studies_reads_how_on_a_phone(browser, live_se
         page.screenshot(path=str(SHOTS / "layout-study-list-coder-390.png"), full_page=True)
     finally:
         context.close()
+
+
+def test_the_widest_screen_keeps_the_bar_in_one_row_and_pages_within_it(browser, live_server, demo):
+    """2560 px: pages keep a readable measure (main is centred), nothing stretches past the window."""
+    context = browser.new_context(viewport={"width": 2560, "height": 1440})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        _log_in(page, live_server.url)
+        wanted = {"overview", "coding", "board", "analysis", "adjudication-list"}
+        for name, path in pages(demo):
+            if name not in wanted:
+                continue
+            _open(page, f"{live_server.url}{path}")
+            width = page.evaluate(OVERFLOW)
+            assert width["scroll"] <= width["inner"], (name, width)
+            expect(page.get_by_role("button", name="Menu")).to_be_hidden()
+            bar = page.locator(".topbar").bounding_box()
+            assert bar["height"] < 60, (name, bar)  # one row
+            assert page.locator("main").bounding_box()["width"] <= 1800, name
+            page.screenshot(path=str(SHOTS / f"layout-{name}-2560.png"))
+    finally:
+        context.close()
