@@ -44,17 +44,26 @@ OVERFLOW = """() => {
   return {scroll: document.documentElement.scrollWidth, inner: width, out: out.slice(0, 8), zoomed: window.innerWidth};
 }"""
 
-# The contrast of an element's text against the first opaque background behind it (WCAG 2 ratio).
+# The contrast of an element's text against the first opaque background behind it (WCAG 2 ratio). "Behind it"
+# means an ancestor whose box holds the element's box: a link that spills out of the dark bar sits on the page.
 CONTRAST = """(el) => {
   const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
   const lum = ([r, g, b]) => {
     const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
     return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
   };
+  const box = el.getBoundingClientRect();
+  const holds = (n) => {
+    const r = n.getBoundingClientRect();
+    return r.left <= box.left + 1 && r.right >= box.right - 1 && r.top <= box.top + 1 && r.bottom >= box.bottom - 1;
+  };
   let node = el, bg = null;
   while (node && node.nodeType === 1) {
     const c = rgb(getComputedStyle(node).backgroundColor);
-    if (c.length >= 3 && (c.length === 3 || c[3] > 0.5)) { bg = c; break; }
+    if (c.length >= 3 && (c.length === 3 || c[3] > 0.5) && (node === document.documentElement || holds(node))) {
+      bg = c;
+      break;
+    }
     node = node.parentElement;
   }
   bg = bg || [255, 255, 255];
@@ -202,6 +211,13 @@ def test_the_instruments_see_a_page_that_overflows_and_light_text_on_a_light_bac
         assert fits["scroll"] <= fits["inner"] and not fits["out"]
         assert page.locator("#pale").evaluate(CONTRAST) < 1.3
         assert page.locator("#dark").evaluate(CONTRAST) > 14
+        # Light text on a dark bar is fine; the same text spilling out below the bar is not.
+        page.set_content(
+            '<div style="background:#16202e;height:30px"><a id="in" style="color:#dbe6f7" href="#">in</a>'
+            '<a id="out" style="color:#dbe6f7;display:block;margin-top:40px" href="#">out</a></div>'
+        )
+        assert page.locator("#in").evaluate(CONTRAST) > 10
+        assert page.locator("#out").evaluate(CONTRAST) < 1.3
     finally:
         context.close()
 
