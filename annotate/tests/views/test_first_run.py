@@ -120,6 +120,7 @@ def test_study_pages_speak_in_display_names_not_codes(demo, client):
         Job.objects.create(kind=kind, study=study, created_by=demo, status=JobStatus.SUCCESS)
     job = Job.objects.create(kind="import_traces", study=study, created_by=demo)
     episode = Episode.objects.filter(study=study, n_codings=2).select_related("document").order_by("pk").first()
+    uncoded = Episode.objects.filter(study=study, n_codings=0).order_by("pk").first()
     slug = study.slug
     urls = [
         reverse("study_overview", args=[slug]),
@@ -136,6 +137,8 @@ def test_study_pages_speak_in_display_names_not_codes(demo, client):
         reverse("study_job_list", args=[slug]),
         reverse("study_members", args=[slug]),
         reverse("job_status", args=[job.pk]),
+        reverse("coding_page", args=[slug, uncoded.pk]),
+        reverse("codebook_list"),
     ]
     codes = _codes_in_words(study)
     found = {}
@@ -147,6 +150,13 @@ def test_study_pages_speak_in_display_names_not_codes(demo, client):
         if shown:
             found[url] = shown
     assert not found, found
+    # The codebook's own prose quotes codes (its rules say "code source agent_design when…"): there only the
+    # typical codes of each type must read as names.
+    codebook = client.get(reverse("codebook_detail", args=[study.codebook_id])).content.decode()
+    tags = re.findall(r'<span class="tag">(source|stage|capability): ([^<]+)</span>', codebook)
+    assert len(tags) > 65 and ("source", "LLM / model behaviour") in tags
+    every_code = set(AxisValue.objects.filter(codebook=study.codebook).values_list("code", flat=True))
+    assert not [(axis, name) for axis, name in tags if name in every_code], tags
     jobs = page_words(client.get(reverse("study_job_list", args=[slug])).content.decode())
     assert "Trace import #" in jobs and "Parquet export #" in jobs and "Analysis #" in jobs
     overview = page_words(client.get(reverse("study_overview", args=[slug])).content.decode())
