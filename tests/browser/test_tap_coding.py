@@ -93,6 +93,14 @@ def test_a_coder_codes_an_episode_on_a_phone_by_taps_alone(browser, live_server,
         page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
         assert page.evaluate(FITS)
         listbox = page.locator("#type-listbox")
+        # Finger-sized targets: every radio row, type row and form button is at least 40 px tall.
+        small = page.evaluate(
+            """() => [...document.querySelectorAll(
+                   '#coding-form label.radio, #type-listbox li, #coding-form .actions button')]
+                 .filter(e => e.offsetParent !== null && e.getBoundingClientRect().height < 40)
+                 .map(e => e.textContent.trim().slice(0, 30))"""
+        )
+        assert small == [], small
         # A touch screen shows the controls without their key hints.
         expect(page.locator("#save-next kbd").first).to_be_hidden()
         expect(page.locator("#show-shortcuts")).to_be_hidden()
