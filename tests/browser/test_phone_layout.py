@@ -8,6 +8,7 @@ longest real content: the Type filter's 65 options, the adjudication table, the 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -237,6 +238,11 @@ def test_every_page_fits_a_phone_and_its_menu_opens_with_every_link_visible(brow
                 problems.append(f"{name}: page is {width['scroll']} px wide at {width['inner']}: {width['out']}")
             page.screenshot(path=str(SHOTS / f"layout-{name}-390.png"), full_page=True)
             problems += _check_menu(page, name)
+            if name == "adjudication-list":  # each row's action within reach, without scrolling sideways
+                action = page.get_by_role("link", name=re.compile("^Adjudicate episode")).first
+                across = "el => { const r = el.getBoundingClientRect(); return r.left >= 0 && r.right <= innerWidth; }"
+                if not action.evaluate(across):
+                    problems.append("adjudication-list: the first row's Adjudicate button is off the screen")
         # The menu by keyboard: Enter opens it and Tab walks into its links.
         page.get_by_role("button", name="Menu").focus()
         page.keyboard.press("Enter")
