@@ -28,6 +28,14 @@ def codebook_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     all_types = list(failure_types(codebook))
     shown = filter_types(all_types, f)
+    axes = axis_values(codebook)
+    names = {(v.axis, v.code): v.name for values in axes.values() for v in values}
+    for t in shown:  # the typical codes as readers know them; an unknown code shows as it is
+        t.typical_names = [
+            ("source", names.get((Axis.SOURCE, t.typical_source), t.typical_source)),
+            *(("stage", names.get((Axis.STAGE, c), c)) for c in t.typical_stages),
+            *(("capability", names.get((Axis.CAPABILITY, c), c)) for c in t.typical_capabilities),
+        ]
     context = {
         "codebook": codebook,
         "filter": f,
@@ -37,7 +45,7 @@ def codebook_detail(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if request.htmx:
         return render(request, "taxonomy/partials/_type_list.html", context)
-    context["axes"] = axis_values(codebook)
+    context["axes"] = axes
     context["categories"] = codebook.categories.all()
     return render(request, "taxonomy/codebook_detail.html", context)
 

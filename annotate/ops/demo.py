@@ -74,6 +74,10 @@ def demo_build(*, reset: bool = False) -> DemoResult:
         user, _ = User.objects.get_or_create(username=username)
         password = secrets.token_urlsafe(9)
         user.set_password(password)
+        # The owner `make run` prints is the person running this instance: staff, so the study list offers
+        # New study (may_create_studies) as it would to the administrator of a real one. Not a superuser:
+        # it holds no model permissions in the admin site.
+        user.is_staff = role == "owner"
         user.save()
         users[role if role == "owner" else username] = user
         logins.append((username, password, role))

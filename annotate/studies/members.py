@@ -36,6 +36,18 @@ def may_create_studies(user) -> bool:
     return settings.FAULTLINE_STUDY_CREATORS == "any" or user.is_staff or user.is_superuser
 
 
+def study_creation_refusal(user) -> str:
+    """What a user who may not create studies (may_create_studies) must do to get the right, in one sentence
+    the study list shows and the New study page's 403 repeats."""
+    name = user.get_username() if user.is_authenticated else "your account"
+    return (
+        f"Only staff users may create studies on this server (FAULTLINE_STUDY_CREATORS=staff), and {name} is not "
+        f"staff. To get the right, ask an administrator to tick Staff status for {name} in the admin site "
+        "(/admin/, Users), or to set FAULTLINE_STUDY_CREATORS=any so that every signed-in user may create studies. "
+        "To join an existing study instead, ask its owner for an invitation link."
+    )
+
+
 def email_configured() -> bool:
     return settings.EMAIL_BACKEND != DUMMY_EMAIL_BACKEND
 

@@ -79,3 +79,12 @@ def kind_label(kind: str) -> str:
     from annotate.analysis.documents import KIND_LABELS
 
     return KIND_LABELS.get(kind, str(kind).replace("_", " "))
+
+
+@register.filter
+def axis_label(axis: str) -> str:
+    """source → "Responsibility source", failure_type → "Failure type": an axis as the codebook names it."""
+    from annotate.analysis.figures import AXIS_NAMES
+
+    name = AXIS_NAMES.get(axis, str(axis).replace("_", " "))
+    return name[:1].upper() + name[1:]

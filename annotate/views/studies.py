@@ -12,14 +12,19 @@ from annotate.coding.visibility import coding_visibility
 from annotate.imports.uploads import study_start
 from annotate.models import Study
 from annotate.studies.forms import StudyStartForm
-from annotate.studies.members import codebook_from_upload, may_create_studies
+from annotate.studies.members import codebook_from_upload, may_create_studies, study_creation_refusal
 from annotate.studies.selectors import memberships_for_user, study_counts
 from annotate.views.access import study_view
 
 
 @require_GET
 def study_list(request: HttpRequest) -> HttpResponse:
-    context = {"memberships": memberships_for_user(request.user), "may_create": may_create_studies(request.user)}
+    may_create = may_create_studies(request.user)
+    context = {
+        "memberships": memberships_for_user(request.user),
+        "may_create": may_create,
+        "creation_refusal": "" if may_create else study_creation_refusal(request.user),
+    }
     return render(request, "annotate/study_list.html", context)
 
 
@@ -44,7 +49,7 @@ def study_overview(request: HttpRequest, study: Study) -> HttpResponse:
 def study_new(request: HttpRequest) -> HttpResponse:
     """Start a study in the browser: the creator becomes its owner; first import files run as jobs."""
     if not may_create_studies(request.user):
-        raise PermissionDenied("Only staff may create studies here (FAULTLINE_STUDY_CREATORS); ask an administrator.")
+        raise PermissionDenied(study_creation_refusal(request.user))
     form = StudyStartForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

@@ -241,6 +241,15 @@
   document.addEventListener("keyup", function (e) {
     if (e.shiftKey) captureSelection();
   });
+  // A touch screen selects with a long press and drag handles, which send no mouseup: take the selection
+  // once it has stopped changing.
+  if (window.matchMedia && window.matchMedia("(pointer: coarse)").matches) {
+    var settle = null;
+    document.addEventListener("selectionchange", function () {
+      clearTimeout(settle);
+      settle = setTimeout(captureSelection, 400);
+    });
+  }
 
   window.Faultline = window.Faultline || {};
   window.Faultline.fill = fill;

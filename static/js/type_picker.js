@@ -214,6 +214,12 @@
         li.setAttribute("aria-selected", on ? "true" : "false");
         li.querySelector(".mark").textContent = on ? "✓" : "";
       });
+      // The highlight moves to the chosen type too: after a fill (an accepted suggestion) it stayed on the
+      // row it was on (the first type), which read as the choice.
+      var index = visible.findIndex(function (v) {
+        return v.code === code;
+      });
+      if (index >= 0 && index !== active) setActive(index, false);
     }
     showDetail(code, false);
     announce("Chosen: " + t.code + " " + t.name + "." + note);
@@ -263,7 +269,8 @@
     }
     var li = $("opt-" + code);
     var list = $("type-listbox");
-    if (li && list) list.scrollTop = li.offsetTop - list.offsetTop - list.clientHeight / 3;
+    // Measured on the screen: the list is positioned, so an option's offsetTop is already relative to it.
+    if (li && list) list.scrollTop += li.getBoundingClientRect().top - list.getBoundingClientRect().top - list.clientHeight / 3;
   }
 
   function init() {

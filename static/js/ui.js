@@ -5,6 +5,10 @@
  *   .js-only[hidden]           is shown once this script runs.
  *   <form hx-get hx-push-url>  a live filter form asks again only when what it asks differs from what the
  *                              page shows (see below).
+ *   .menu-toggle               the top bar's Menu button below 800 px: a disclosure (aria-expanded), Escape
+ *                              closes it and gives the focus back to the button.
+ *   table.table, table.jobs    each is wrapped in <div class="table-scroll"> so a wide table scrolls inside
+ *                              its box instead of widening the page (also in content htmx swaps in).
  */
 (function () {
   "use strict";
@@ -76,7 +80,53 @@
     document.querySelectorAll(".js-only[hidden]:not(#coding-form .js-only)").forEach(function (node) {
       node.hidden = false;
     });
+    wrapTables(document);
   }
+
+  /* ---------------------------------------------------------------- the top bar's menu */
+
+  function menuSet(button, open) {
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+    button.closest(".topbar").classList.toggle("menu-open", open);
+  }
+
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest(".menu-toggle");
+    if (button) {
+      menuSet(button, button.getAttribute("aria-expanded") !== "true");
+      return;
+    }
+    // A tap outside an open menu folds it, as a menu does.
+    var open = document.querySelector('.menu-toggle[aria-expanded="true"]');
+    if (open && !e.target.closest(".site-menu")) menuSet(open, false);
+  });
+
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape") return;
+    var open = document.querySelector('.menu-toggle[aria-expanded="true"]');
+    if (!open || getComputedStyle(open).display === "none") return;
+    menuSet(open, false);
+    open.focus();
+  });
+
+  /* ---------------------------------------------------------------- tables scroll in their box */
+
+  var SCROLLERS = ".table-scroll, .table-wrap, .scroll, .heatmap-card";
+
+  function wrapTables(root) {
+    root.querySelectorAll("table.table, table.jobs").forEach(function (table) {
+      var parent = table.parentElement;
+      if (!parent || parent.closest(SCROLLERS) || parent.tagName === "DIALOG") return;
+      var box = document.createElement("div");
+      box.className = "table-scroll";
+      parent.insertBefore(box, table);
+      box.appendChild(table);
+    });
+  }
+
+  document.addEventListener("htmx:load", function (e) {
+    if (e.target && e.target.querySelectorAll) wrapTables(e.target.matches && e.target.matches("table") ? e.target.parentElement : e.target);
+  });
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", reveal);
   else reveal();

@@ -36,13 +36,13 @@ def test_the_jobs_page_shows_every_state_and_a_lost_workers_job_says_so(page, li
 
     page.goto(f"{live_server.url}/studies/alpha/")
     page.get_by_role("link", name="Jobs").click()
-    table = page.locator("#active-jobs-h + table")
+    table = page.locator("section[aria-labelledby=active-jobs-h] table")
     expect(table.locator(f"tr:has-text('#{running.pk}')")).to_contain_text("Running")
     expect(table.locator(f"tr:has-text('#{running.pk}')")).to_contain_text("400 / 1000")
     expect(table.locator(f"tr:has-text('#{stalled.pk}')")).to_contain_text("Stalled")
     expect(table.locator(f"tr:has-text('#{stalled.pk}')")).to_contain_text("attempt 2 of 5")
     expect(table.locator(f"tr:has-text('#{lost.pk}')")).to_contain_text("worker lost, retrying")
-    expect(page.locator("#recent-jobs-h + table")).to_contain_text(f"Recount #{done.pk}")
+    expect(page.locator("section[aria-labelledby=recent-jobs-h] table")).to_contain_text(f"Recount #{done.pk}")
     shot("study-jobs")
 
     page.get_by_role("link", name=f"Import #{lost.pk}").click()

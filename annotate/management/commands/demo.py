@@ -18,4 +18,5 @@ class Command(BaseCommand):
         self.stdout.write(f"demo study '{result.study.slug}' {state}")
         self.stdout.write("Log in at http://127.0.0.1:8000/ with:")
         for username, password, role in result.logins:
-            self.stdout.write(f"  {role:6} {username:12} password: {password}")
+            may = "  (staff: may create studies)" if role == "owner" else ""
+            self.stdout.write(f"  {role:6} {username:12} password: {password}{may}")
