@@ -93,6 +93,9 @@ def demo(codebook, eager_jobs):
     owner.set_password(PASSWORD)
     owner.save()
     import_traces(study=study, paths=[WHO / "Algorithm-Generated" / "1.json"], fmt="whowhen")
+    # Every page in one study: this one opts in to incidents, as a triage study would.
+    study.accepts_incidents = True
+    study.save(update_fields=["accepts_incidents"])
     incident = incident_create(
         study=study, user=owner,
         data=IncidentData(service="checkout-agent", title="Refund tool called in a loop, a long title that wraps",
