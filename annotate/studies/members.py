@@ -20,8 +20,9 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from annotate.models import ApiToken, Invitation, Lease, Membership, Role, Study
+from annotate.models import Invitation, Lease, Membership, Role, Study
 from annotate.studies.services import membership_set
+from annotate.studies.tokens import tokens_revoke_all
 from taxonomy.services import CodebookError, codebook_validate
 
 User = get_user_model()
@@ -222,4 +223,4 @@ def sessions_revoke_all(*, user, password: str) -> int:
         raise ValidationError({"password": "That is not your password."})
     user.set_password(password)
     user.save(update_fields=["password"])
-    return ApiToken.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    return tokens_revoke_all(user=user)

@@ -45,3 +45,8 @@ def token_revoke(*, user, token_id: int) -> ApiToken:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
     return token
+
+
+def tokens_revoke_all(*, user) -> int:
+    """Revoke every live token of `user` (a new password, or "log out everywhere"); returns how many."""
+    return ApiToken.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
