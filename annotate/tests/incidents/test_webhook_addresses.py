@@ -1,4 +1,4 @@
-"""Webhook destinations: IPv6 spellings of loopback and private IPv4 addresses are refused like the addresses themselves."""
+"""Webhook destinations: IPv6 spellings of loopback and private IPv4 addresses are refused like those addresses."""
 
 from __future__ import annotations
 
@@ -37,5 +37,5 @@ def test_it_refuses_ipv6_spellings_of_loopback_and_private_addresses(url):
 
 @pytest.mark.parametrize("url", ["http://[64:ff9b::808:808]/", "http://[2002:808:808::1]/", "http://8.8.8.8/"])
 def test_it_still_accepts_public_addresses_however_spelt(url):
-    host, port, addresses = webhook_destination(url)
+    _host, port, addresses = webhook_destination(url)
     assert port == 80 and addresses

@@ -58,7 +58,7 @@ def test_owners_and_viewers_see_every_coding(client, study, alice, vera, two_cod
 
 
 def test_an_adjudicator_also_sees_complete_episodes(client, study, bob, two_coded):
-    theirs, his, untouched = two_coded
+    theirs, his, _ = two_coded
     study.coders_per_episode = 1  # Carol's coding completes `theirs`
     study.save(update_fields=["coders_per_episode"])
     study.memberships.filter(user=bob).update(adjudicator=True)
