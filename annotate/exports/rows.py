@@ -27,12 +27,12 @@ import orjson
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import Func, QuerySet, TextField
+from django.db.models import Exists, Func, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from annotate.coding.labels import resolve_label
-from annotate.models import Adjudication, Coding, Episode, Study, Suggestion
+from annotate.models import Adjudication, Coding, Episode, Study, Suggestion, SuggestionRejection
 from lib.db.plans import SERIAL_PLANS
 from lib.db.prefetch import prefetched
 from taxonomy.models import AxisValue, FailureType
@@ -245,10 +245,13 @@ def _fetch_chunks(study: Study, qs: QuerySet[Episode], chunk: int) -> Iterator[_
             codings.setdefault(row[0], []).append(row)
         adjudications = {row[0]: row for row in _raw(Adjudication.objects.filter(**span).values_list(*ADJ_FIELDS))}
         suggestions: dict[int, tuple] = {}
+        # A rejection is each coder's own (SuggestionRejection): one by anybody makes a pending suggestion "rejected".
+        rejected = Exists(SuggestionRejection.objects.filter(suggestion=OuterRef("pk")))
         for row in _raw(
             Suggestion.objects.filter(error="", **span)
+            .annotate(rejected=rejected)
             .order_by("episode_id", "-created_at", "-id")
-            .values_list(*SUGGESTION_FIELDS)
+            .values_list(*SUGGESTION_FIELDS, "rejected")
         ):
             suggestions.setdefault(row[0], row)
         yield _Chunk(batch, codings, adjudications, suggestions)
@@ -374,7 +377,7 @@ def export_rows(
                 "suggestion_prompt_version": sug[3] if sug else None,
                 "suggestion_failure_type": types.get(sug[4]) if sug else None,
                 "suggestion_confidence": sug[5] if sug else None,
-                "suggestion_status": sug[6] if sug else None,
+                "suggestion_status": ("rejected" if sug[6] == "pending" and sug[7] else sug[6]) if sug else None,
                 "suggestion_accepted": (sug[6] == "accepted") if sug else None,
                 "imported_at": _ts(ep[13]),
                 "episode_created_at": _ts(ep[12]),
