@@ -181,6 +181,17 @@ def invitation_revoke(*, study: Study, invitation_id: int) -> Invitation:
     return invitation
 
 
+def _lock_owners(study: Study, membership_id: int) -> Membership:
+    """Lock the study's owner rows (in id order, as every caller does), then the member being changed.
+
+    Two owners demoting or removing each other at once would each see the other still owner and
+    both go ahead. With the owners locked first, the second waits for the first to commit and then
+    finds itself the last owner: refused.
+    """
+    list(Membership.objects.select_for_update().filter(study=study, role=Role.OWNER).order_by("pk").values("pk"))
+    return Membership.objects.select_for_update(of=("self",)).select_related("user").get(study=study, pk=membership_id)
+
+
 def _keep_an_owner(study: Study, membership: Membership, new_role: str | None) -> None:
     if membership.role != Role.OWNER or new_role == Role.OWNER:
         return
@@ -191,9 +202,9 @@ def _keep_an_owner(study: Study, membership: Membership, new_role: str | None) -
 @transaction.atomic
 def member_update(*, study: Study, membership_id: int, role: str, adjudicator: bool) -> Membership:
     """Change a member's role and adjudicator duty; the last owner stays owner."""
-    membership = Membership.objects.select_for_update().get(study=study, pk=membership_id)
     if role not in Role.values:
         raise ValidationError({"role": f"unknown role '{role}'"})
+    membership = _lock_owners(study, membership_id)
     _keep_an_owner(study, membership, role)
     membership.role, membership.adjudicator = role, adjudicator and role == Role.CODER
     membership.save(update_fields=["role", "adjudicator"])
@@ -203,7 +214,7 @@ def member_update(*, study: Study, membership_id: int, role: str, adjudicator: b
 @transaction.atomic
 def member_remove(*, study: Study, membership_id: int) -> Membership:
     """Remove a member. Their codings and adjudications stay, attributed to them; their leases end."""
-    membership = Membership.objects.select_for_update().select_related("user").get(study=study, pk=membership_id)
+    membership = _lock_owners(study, membership_id)
     _keep_an_owner(study, membership, None)
     Lease.objects.filter(episode__study=study, coder=membership.user).delete()
     membership.delete()
