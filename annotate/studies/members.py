@@ -8,7 +8,6 @@ Who may do each of these is decided by the views' study_view("owner") and by
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +22,7 @@ from django.utils import timezone
 from annotate.models import Invitation, Lease, Membership, Role, Study
 from annotate.studies.services import membership_set
 from annotate.studies.tokens import tokens_revoke_all
+from lib import safejson
 from taxonomy.services import CodebookError, codebook_validate
 
 User = get_user_model()
@@ -46,13 +46,9 @@ def codebook_from_upload(uploaded_file) -> dict:
     if uploaded_file.size > MAX_CODEBOOK_BYTES:
         raise ValidationError({"codebook_file": "A codebook file is at most 5 MB."})
     try:
-        data = json.loads(uploaded_file.read().decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValidationError({"codebook_file": "The codebook file is not UTF-8 text."}) from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            {"codebook_file": f"Invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"}
-        ) from None
+        data = safejson.loads(uploaded_file.read())
+    except safejson.JSONError as exc:
+        raise ValidationError({"codebook_file": str(exc)}) from None
     try:
         return codebook_validate(data)
     except CodebookError as exc:
