@@ -388,6 +388,9 @@ if os.environ.get("REDIS_CACHE_URL"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"expected_refusals": {"()": "config.logfilters.ExpectedRefusals"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # A refusal (4xx) is one line with its reason; a server error (5xx) keeps its traceback.
+    "loggers": {"django.request": {"filters": ["expected_refusals"]}},
 }

@@ -30,3 +30,8 @@ urlpatterns = [
     path("", include("taxonomy.urls")),
     path("", include("annotate.urls")),
 ]
+
+handler400 = "config.errors.bad_request"
+handler403 = "config.errors.permission_denied"
+handler404 = "config.errors.page_not_found"
+handler500 = "config.errors.server_error"

@@ -26,6 +26,8 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 class JSONError(ValueError):
     """Not JSON we accept; str() is the reason, for the user."""
 
+    expected_failure = True  # a refusal of the input, not a bug: job runners log it as one line
+
 
 class JSONSyntaxError(JSONError):
     """Not JSON at all; `lineno`, `colno` and `msg` as json.JSONDecodeError has them."""

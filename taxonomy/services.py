@@ -25,6 +25,8 @@ RULE_FIELDS = {"id", "applies_to", "rule"}
 class CodebookError(ValueError):
     """A codebook file or revision that cannot be accepted; the message names the entry."""
 
+    expected_failure = True  # a refusal of the input: logged as one line (annotate.jobs.runner)
+
 
 @dataclass
 class LoadResult:

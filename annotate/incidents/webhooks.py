@@ -51,6 +51,8 @@ UNSIGNED_REFUSAL = "not sent: the study has no webhook secret (an owner makes on
 class WebhookRefused(ValueError):
     """A destination we will not send to; the message says why, for the owner."""
 
+    expected_failure = True  # a refusal of the input: logged as one line (annotate.jobs.runner)
+
 
 # IPv6 prefixes that carry an IPv4 address in their last 32 bits: IPv4-compatible (::/96, deprecated but
 # still routed by some stacks) and the NAT64 well-known prefix (RFC 6052). A gateway translates them to
