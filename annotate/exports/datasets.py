@@ -131,7 +131,8 @@ def _rows_csv(path: Path) -> Iterator[dict]:
     with path.open(encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
-        missing = [c for c in exports.BASE_COLUMNS if c not in (header or [])]
+        wanted = [c for c in exports.BASE_COLUMNS if c not in exports.ASSIGNED_BY_DATABASE]
+        missing = [c for c in wanted if c not in (header or [])]
         if missing:
             raise ValidationError({"file": f"not a Faultline CSV export: missing columns {', '.join(missing[:5])}"})
         slots = sum(1 for c in header if c.startswith("coder") and "_" not in c)
@@ -140,7 +141,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                 raise ValidationError({"file": f"line {n}: {len(cells)} cells, the header has {len(header)}"})
             raw = dict(zip(header, cells, strict=True))
             row: dict[str, Any] = {}
-            for col in exports.BASE_COLUMNS:
+            for col in wanted:
                 value = raw[col]
                 if col in exports.BOOL_COLUMNS:
                     row[col] = _bool(value)

@@ -47,8 +47,8 @@ CHUNK = 2000
 
 LABEL_AXES = ("failure_type", "source", "stage", "capability")
 BASE_COLUMNS = [
-    "study", "codebook", "document_kind", "external_id", "url", "cluster", "title", "episode_order", "split",
-    "excerpt", "whole_document", "excerpt_start", "excerpt_end",
+    "study", "codebook", "episode_id", "document_kind", "external_id", "url", "cluster", "title", "episode_order",
+    "split", "excerpt", "whole_document", "excerpt_start", "excerpt_end",
     "label_status", "label_reason",
     "label_failure_type", "label_failure_type_name", "label_source", "label_source_name",
     "label_stage", "label_stage_name", "label_capability", "label_capability_name",
@@ -62,7 +62,10 @@ CODING_KEYS = [
     "needs_new_type", "confidence", "evidence", "from_suggestion", "created_at", "updated_at",
 ]  # fmt: skip
 BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted"}
-INT_COLUMNS = {"episode_order", "excerpt_start", "excerpt_end"}
+INT_COLUMNS = {"episode_id", "episode_order", "excerpt_start", "excerpt_end"}
+# The episode's id in this database (as the API's episodes/ and codings/ name it), for joining the export
+# back to them. An import (import_dataset) makes new episodes with ids of their own: it reads no id.
+ASSIGNED_BY_DATABASE = {"episode_id"}
 FLOAT_COLUMNS = {"suggestion_confidence"}
 TIME_COLUMNS = {"imported_at", "episode_created_at", "first_coded_at", "last_coded_at"}
 CODING_BOOLS = {"not_a_failure", "needs_new_type", "from_suggestion"}
@@ -347,6 +350,7 @@ def export_rows(
             yield {
                 "study": study.slug,
                 "codebook": codebook,
+                "episode_id": ep_id,
                 "document_kind": ep[1],
                 "external_id": ep[2],
                 "url": ep[3],
