@@ -73,3 +73,12 @@ def test_an_open_study_shows_every_coder_all_progress(client, study, bob, two_co
     study.save(update_fields=["blind"])
     client.force_login(bob)
     assert _coded_badges(client) == 2
+
+
+def test_a_blind_coder_gets_no_study_wide_codings_histogram(client, study, bob, alice, two_coded):
+    client.force_login(bob)
+    page = client.get("/studies/alpha/")
+    assert page.context["progress"].buckets == [] and "Episodes by number of codings" not in page.content.decode()
+    client.force_login(alice)
+    page = client.get("/studies/alpha/")
+    assert dict(page.context["progress"].buckets) == {"0": 1, "1": 2, "2": 0}
