@@ -48,6 +48,7 @@ from annotate.models import (
     SuggestionStatus,
 )
 from annotate.studies.services import queue_key_for, study_create
+from lib import safejson
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 EXPORT_DIR = "exports"
@@ -122,9 +123,11 @@ def _rows_jsonl(path: Path) -> Iterator[dict]:
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValidationError({"file": f"line {n}: not JSON ({exc.msg})"}) from exc
+                yield safejson.loads(line)
+            except safejson.JSONSyntaxError as exc:
+                raise ValidationError({"file": f"line {n}: not JSON ({exc.msg})"}) from None
+            except safejson.JSONError as exc:
+                raise ValidationError({"file": f"line {n}: {exc}"}) from None
 
 
 def _rows_csv(path: Path) -> Iterator[dict]:

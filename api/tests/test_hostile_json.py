@@ -124,3 +124,12 @@ def test_the_load_codebook_command_says_so_too(tmp_path, db):
     path.write_text(_nested(100_000))
     with pytest.raises(CommandError, match="nested more than"):
         call_command("load_codebook", str(path), stdout=io.StringIO())
+
+
+def test_import_dataset_refuses_a_line_nested_too_deep(tmp_path, codebook):
+    from django.core.management import CommandError, call_command
+
+    path = tmp_path / "deep.jsonl"
+    path.write_text(_nested(100_000) + "\n")
+    with pytest.raises(CommandError, match="nested more than"):
+        call_command("import_dataset", str(path), stdout=io.StringIO())
