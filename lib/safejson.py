@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 MAX_DEPTH = 100
 
 # A \u escape of a UTF-16 surrogate: a pair is one character to json.loads, a lone one is refused below.
@@ -41,15 +43,21 @@ def _reject_constant(name: str):
     raise JSONError(f"{name} is not a JSON number; send null or a string instead.")
 
 
-def json_depth(value: Any) -> int:
-    """How deeply lists and objects nest in a parsed JSON value (iterative: any depth is safe)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
+def json_depth(value: Any, *, stop_above: int | None = None) -> int:
+    """How deeply lists and objects nest in a parsed JSON value, level by level (no recursion: any
+    depth is safe). With `stop_above`, counting stops once the depth passes it."""
+    depth, level = 0, [value] if isinstance(value, dict | list) else []
+    while level:
+        depth += 1
+        if stop_above is not None and depth > stop_above:
+            break
+        below: list = []
+        for item in level:
+            below.extend(
+                [c for c in (item.values() if type(item) is dict else item) if type(c) is dict or type(c) is list]
+            )
+        level = below
+    return depth
 
 
 def _strings(value: Any):
@@ -74,17 +82,36 @@ def _has_lone_surrogate(text: str) -> bool:
     return False
 
 
+def _encoded(value: Any) -> str | None:
+    """The value as compact JSON text, by orjson (fast); None when a string holds a lone surrogate."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:
+        if "surrogates" in str(exc):
+            return None
+    # What orjson does not write (an integer past 64 bits): the standard library's encoder, slower.
+    text = json.dumps(value, ensure_ascii=False)
+    return None if _has_lone_surrogate(text) else text
+
+
 def check_value(value: Any, *, max_depth: int = MAX_DEPTH, nul: bool = True, surrogates: bool = True) -> None:
-    """Refuse a parsed value nested deeper than `max_depth` or holding a NUL or a lone surrogate."""
-    if json_depth(value) > max_depth:
+    """Refuse a parsed value nested deeper than `max_depth` or holding a NUL or a lone surrogate.
+
+    The strings are checked through one encoding of the whole value: a lone surrogate makes it fail,
+    and a NUL is written as \\u0000 (a string that only spells it, backslash and all, is told apart by
+    the exact walk that follows).
+    """
+    if json_depth(value, stop_above=max_depth) > max_depth:
         raise JSONError(f"JSON nested more than {max_depth} levels deep is not accepted.")
     if not (nul or surrogates):
         return
-    for s in _strings(value):
-        if nul and "\x00" in s:
-            raise JSONError("A string holds a NUL character (\\u0000), which no text may contain.")
-        if surrogates and _has_lone_surrogate(s):
+    text = _encoded(value)
+    if text is None:
+        if surrogates:
             raise JSONError("A string holds a lone UTF-16 surrogate (such as \\ud800), which is not a character.")
+        return
+    if nul and "\\u0000" in text and any("\x00" in s for s in _strings(value)):
+        raise JSONError("A string holds a NUL character (\\u0000), which no text may contain.")
 
 
 def loads(data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, allow_nul: bool = False) -> Any:
