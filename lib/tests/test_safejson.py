@@ -20,7 +20,7 @@ from lib import safejson
         ("[" * 100_000 + "]" * 100_000, "nested more than 100"),
         ('{"a": NaN}', "NaN"),
         ("[1, 2", "Invalid JSON at line 1"),
-        (b"[\"\xff\"]", "not UTF-8"),
+        (b'["\xff"]', "not UTF-8"),
     ],
 )
 def test_it_refuses_with_the_reason(text, says):
