@@ -1,31 +1,36 @@
-"""JSON request bodies with a bound on nesting: hostile depth is a 400, not a RecursionError."""
+"""JSON request bodies through lib.safejson: hostile depth, NUL and lone surrogates are a 400, not a 500."""
 
 from __future__ import annotations
 
+from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-MAX_DEPTH = 100  # no incident, trace or coding we accept nests anywhere near this deep
-
-
-def json_depth(value) -> int:
-    """How deeply lists and objects nest in a parsed JSON value (iterative: any depth is safe)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
+from lib.safejson import JSONError, loads
 
 
 class BoundedJSONParser(JSONParser):
+    """DRF's JSONParser with lib.safejson's rules. The body is read whole: the request size limit
+    (config.middleware.RequestLimitsMiddleware) has bounded it before any parser runs."""
+
     def parse(self, stream, media_type=None, parser_context=None):
-        message = f"JSON nested more than {MAX_DEPTH} levels deep is not accepted."
+        raw = stream.read() if stream is not None else b""
+        if not raw:
+            raise ParseError("The request body is empty; send a JSON object.")
         try:
-            data = super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError(message) from None
-        if json_depth(data) > MAX_DEPTH:
-            raise ParseError(message)
-        return data
+            return loads(raw)
+        except JSONError as exc:
+            raise ParseError(str(exc)) from None
+
+
+class SafeJSONField(serializers.JSONField):
+    """A JSONField whose value may arrive as text (a multipart form's field), parsed by lib.safejson.
+    A value that arrives parsed came through BoundedJSONParser, which held it to the same rules."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str | bytes) and (self.binary or getattr(data, "is_json_string", False)):
+            try:
+                return loads(data)
+            except JSONError as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        return super().to_internal_value(data)

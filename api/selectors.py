@@ -21,10 +21,12 @@ from annotate.models import (
     TriageEvent,
 )
 from taxonomy.models import Codebook, FailureType
+from taxonomy.selectors import codebooks_for
 
 
-def codebooks() -> QuerySet[Codebook]:
-    return Codebook.objects.all()
+def codebooks(user) -> QuerySet[Codebook]:
+    """Shared codebooks, and the private ones of the user's studies (taxonomy.selectors.codebooks_for)."""
+    return codebooks_for(user)
 
 
 def codebook_types(codebook: Codebook) -> QuerySet[FailureType]:

@@ -1,10 +1,12 @@
 """The REST API, versioned under /api/v1/. Each area registers its viewsets and paths here."""
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from api.views import analysis, codebooks, exports, incidents, jobs, reports, studies, suggestions, traces
+from api.views.docs import ApiDocsView
+from api.views.errors import api_not_found
 
 router = DefaultRouter()
 router.register("codebooks", codebooks.CodebookViewSet, basename="codebook")
@@ -40,7 +42,9 @@ v1_paths = [
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file of its own: no inline script, so the site's CSP holds.
-    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("v1/", include(v1_paths)),
     path("v1/", include(router.urls)),
+    # Last: any other /api/ URL is a JSON 404 (with DEBUG on too, where Django's handler404 is not used).
+    path("<path:unknown>", api_not_found, name="api-not-found"),
 ]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import math
 from datetime import timedelta
 
 from axes.backends import AxesStandaloneBackend
@@ -10,6 +12,7 @@ from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from rest_framework.throttling import SimpleRateThrottle
 
 from config.proxies import client_ip
 
@@ -53,3 +56,68 @@ class LoginView(auth_views.LoginView):
         ):
             return render(request, "registration/locked_out.html", {"by_address": True}, status=429)
         return super().post(request, *args, **kwargs)
+
+
+class _ResetThrottle(SimpleRateThrottle):
+    """A password-reset budget per `ident` (an address or a client), counted in the cache as DRF's throttles are."""
+
+    def __init__(self, scope: str, rate: str):
+        self.scope, self.rate = scope, rate
+        super().__init__()
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": view}
+
+
+def password_reset_wait(request: HttpRequest, email: str) -> float | None:
+    """Seconds to wait before another reset request for `email` from this client, or None if it may go now.
+
+    Two budgets: per address (FAULTLINE_PASSWORD_RESET_RATE_EMAIL), so nobody floods one inbox, and per
+    client (FAULTLINE_PASSWORD_RESET_RATE_IP), so nobody sprays every address. Counted whether or not the
+    address has an account: the answer must not tell which ones do.
+    """
+    digest = hashlib.sha256(email.strip().lower().encode()).hexdigest()
+    budgets = [
+        (_ResetThrottle("reset-email", settings.FAULTLINE_PASSWORD_RESET_RATE_EMAIL), digest),
+        (_ResetThrottle("reset-ip", settings.FAULTLINE_PASSWORD_RESET_RATE_IP), client_ip(request)),
+    ]
+    waits = [throttle.wait() or 1.0 for throttle, ident in budgets if not throttle.allow_request(request, ident)]
+    return max(waits) if waits else None
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's reset form, rate-limited per address and per client (429 with the time to wait)."""
+
+    def form_valid(self, form):
+        wait = password_reset_wait(self.request, form.cleaned_data["email"])
+        if wait is not None:
+            minutes = max(1, math.ceil(wait / 60))
+            form.add_error(
+                None,
+                f"Too many password-reset requests for this address or from your network; "
+                f"try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+            )
+            return self.render_to_response(self.get_context_data(form=form), status=429)
+        return super().form_valid(form)
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    """A new password also revokes the user's API tokens: whoever knew the old one may have made one."""
+
+    def form_valid(self, form):
+        from annotate.studies.tokens import tokens_revoke_all
+
+        response = super().form_valid(form)
+        tokens_revoke_all(user=form.user)
+        return response
+
+
+class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
+    """As PasswordChangeView: a password set from a reset link revokes every API token of the account."""
+
+    def form_valid(self, form):
+        from annotate.studies.tokens import tokens_revoke_all
+
+        response = super().form_valid(form)
+        tokens_revoke_all(user=form.user)
+        return response

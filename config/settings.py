@@ -310,6 +310,9 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "faultline@localhost")
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
     "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.dummy.EmailBackend"
 )
+# Password-reset requests: per address (one inbox is not flooded) and per client address (no spraying).
+FAULTLINE_PASSWORD_RESET_RATE_EMAIL = os.environ.get("FAULTLINE_PASSWORD_RESET_RATE_EMAIL", "5/hour")
+FAULTLINE_PASSWORD_RESET_RATE_IP = os.environ.get("FAULTLINE_PASSWORD_RESET_RATE_IP", "20/hour")
 FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 20000)
 
 # Exports and incident webhooks. Parquet exports above this many rows are built by a job.
@@ -391,6 +394,9 @@ if os.environ.get("REDIS_CACHE_URL"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"expected_refusals": {"()": "config.logfilters.ExpectedRefusals"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # A refusal (4xx) is one line with its reason; a server error (5xx) keeps its traceback.
+    "loggers": {"django.request": {"filters": ["expected_refusals"]}},
 }

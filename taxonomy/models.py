@@ -17,10 +17,18 @@ class Codebook(models.Model):
     # revision is a new version copied from it.
     published_at = models.DateTimeField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions")
+    # Uploaded when a study started: that study's own. It is listed and shown only to the members of the
+    # studies that use it, offered to no new study, and named by no NAME@VERSION (which stays free for
+    # a shared codebook): two studies may each upload their own "acme@1.0".
+    private = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["name", "version"], name="codebook_name_version_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name", "version"], condition=models.Q(private=False), name="codebook_name_version_unique"
+            )
+        ]
         ordering = ["name", "version"]
 
     def __str__(self) -> str:

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from taxonomy.models import Axis, AxisValue, Category, Codebook, FailureType
+
+
+def codebooks_for(user) -> QuerySet[Codebook]:
+    """The codebooks `user` may read: every shared one, and the private ones of their studies.
+
+    The study side is reached by the reverse relation's name (`studies`, Study.codebook) rather than
+    by importing the apps above the codebook, which know it and not the other way round.
+    """
+    theirs = Codebook.objects.filter(private=True, studies__memberships__user=user).values("pk")
+    return Codebook.objects.filter(Q(private=False) | Q(pk__in=theirs))
 
 
 def failure_types(codebook: Codebook) -> QuerySet[FailureType]:

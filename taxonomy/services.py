@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
+from lib import safejson
 from taxonomy.models import Axis, AxisValue, Category, Codebook, CodebookRule, FailureType
 
 TOP_FIELDS = {"name", "version", "description", "axes", "categories", "types", "rules"}
@@ -23,6 +24,8 @@ RULE_FIELDS = {"id", "applies_to", "rule"}
 
 class CodebookError(ValueError):
     """A codebook file or revision that cannot be accepted; the message names the entry."""
+
+    expected_failure = True  # a refusal of the input: logged as one line (annotate.jobs.runner)
 
 
 @dataclass
@@ -182,9 +185,11 @@ def codebook_read_file(path: str | Path) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise CodebookError(f"cannot read {path}: {exc}") from exc
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CodebookError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+        data = safejson.loads(text)
+    except safejson.JSONSyntaxError as exc:
+        raise CodebookError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except safejson.JSONError as exc:
+        raise CodebookError(str(exc)) from None
     return codebook_validate(data)
 
 
@@ -271,7 +276,8 @@ def codebook_load(*, data: dict, publish: bool = False) -> LoadResult:
     """
     codebook_validate(data)
     data = _normalised(data)
-    codebook = Codebook.objects.select_for_update().filter(name=data["name"], version=data["version"]).first()
+    shared = Codebook.objects.select_for_update().filter(private=False)
+    codebook = shared.filter(name=data["name"], version=data["version"]).first()
     created = codebook is None
     if codebook is not None:
         same = _normalised(codebook_export(codebook=codebook)) == data
@@ -293,6 +299,22 @@ def codebook_load(*, data: dict, publish: bool = False) -> LoadResult:
     if publish:
         codebook_publish(codebook=codebook)
     return LoadResult(codebook=codebook, created=created, changed=True, counts=_counts(codebook))
+
+
+@transaction.atomic
+def codebook_load_private(*, data: dict) -> Codebook:
+    """A new, published codebook that belongs to the study it is uploaded for (Codebook.private).
+
+    It takes no shared NAME@VERSION, so it never clashes with a shared codebook or with another
+    study's upload of the same name, and it is never listed for anyone outside its study.
+    """
+    codebook_validate(data)
+    data = _normalised(data)
+    codebook = Codebook.objects.create(
+        name=data["name"], version=data["version"], description=data["description"], private=True
+    )
+    _write_contents(codebook, data)
+    return codebook_publish(codebook=codebook)
 
 
 def _write_contents(codebook: Codebook, data: dict) -> None:
@@ -380,7 +402,7 @@ def codebook_revise(*, codebook: Codebook, version: str, description: str | None
     """Start a new draft version copied from `codebook`, which stays as it is."""
     if not version.strip():
         raise CodebookError("the new version must not be empty")
-    if Codebook.objects.filter(name=codebook.name, version=version).exists():
+    if not codebook.private and Codebook.objects.filter(name=codebook.name, version=version, private=False).exists():
         raise CodebookError(f"codebook {codebook.name}@{version} already exists")
     data = codebook_export(codebook=codebook)
     revision = Codebook.objects.create(
@@ -388,6 +410,7 @@ def codebook_revise(*, codebook: Codebook, version: str, description: str | None
         version=version,
         description=codebook.description if description is None else description,
         parent=codebook,
+        private=codebook.private,
     )
     data["version"] = version
     _write_contents(revision, _normalised(data))
@@ -395,11 +418,11 @@ def codebook_revise(*, codebook: Codebook, version: str, description: str | None
 
 
 def parse_codebook_label(label: str) -> Codebook:
-    """Find a codebook by 'NAME@VERSION'."""
+    """Find a shared codebook by 'NAME@VERSION' (a study's private codebook has no such name)."""
     name, sep, version = label.partition("@")
     if not sep or not name or not version:
         raise CodebookError(f"expected NAME@VERSION, got '{label}'")
-    codebook = Codebook.objects.filter(name=name, version=version).first()
+    codebook = Codebook.objects.filter(name=name, version=version, private=False).first()
     if codebook is None:
         raise CodebookError(f"no codebook {label}")
     return codebook

@@ -4,20 +4,20 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from taxonomy.models import Axis, Codebook
-from taxonomy.selectors import TypeFilter, axis_values, failure_types, filter_types, group_by_category
+from taxonomy.models import Axis
+from taxonomy.selectors import TypeFilter, axis_values, codebooks_for, failure_types, filter_types, group_by_category
 from taxonomy.services import codebook_diff
 
 
 @require_GET
 def codebook_list(request: HttpRequest) -> HttpResponse:
-    codebooks = Codebook.objects.select_related("parent").order_by("name", "-created_at")
+    codebooks = codebooks_for(request.user).select_related("parent").order_by("name", "-created_at")
     return render(request, "taxonomy/codebook_list.html", {"codebooks": codebooks})
 
 
 @require_GET
 def codebook_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    codebook = get_object_or_404(Codebook, pk=pk)
+    codebook = get_object_or_404(codebooks_for(request.user), pk=pk)
     g = request.GET
     f = TypeFilter(
         q=g.get("q", "").strip()[:200],
@@ -52,7 +52,7 @@ def codebook_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def type_detail(request: HttpRequest, pk: int, code: str) -> HttpResponse:
-    codebook = get_object_or_404(Codebook, pk=pk)
+    codebook = get_object_or_404(codebooks_for(request.user), pk=pk)
     ftype = get_object_or_404(failure_types(codebook), code=code)
     values = {(v.axis, v.code): v for values in axis_values(codebook).values() for v in values}
     context = {
@@ -70,16 +70,16 @@ def type_detail(request: HttpRequest, pk: int, code: str) -> HttpResponse:
 
 @require_GET
 def codebook_diff_view(request: HttpRequest, pk: int) -> HttpResponse:
-    new = get_object_or_404(Codebook, pk=pk)
+    new = get_object_or_404(codebooks_for(request.user), pk=pk)
     against = request.GET.get("against") or new.parent_id
     if against and not (str(against).isascii() and str(against).isdigit() and int(against) < 2**63):
         message = "'against' must be the number of a codebook to compare with, e.g. ?against=3."
         return render(request, "400.html", {"message": message}, status=400)
-    old = get_object_or_404(Codebook, pk=against) if against else None
+    old = get_object_or_404(codebooks_for(request.user), pk=against) if against else None
     context = {
         "new": new,
         "old": old,
         "diffs": codebook_diff(old=old, new=new) if old else [],
-        "others": Codebook.objects.exclude(pk=new.pk),
+        "others": codebooks_for(request.user).exclude(pk=new.pk),
     }
     return render(request, "taxonomy/codebook_diff.html", context)

@@ -108,7 +108,8 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     # The REST API: no credentials 401, non-member 404, viewer writing 403.
     "api-root": ("GET", API_ANY, {}),
     "api-schema": ("GET", API_ANY, {}),
-    "api-docs": ("GET", API_ANY, {}),
+    "api-docs": ("GET", (LOGIN, 200, 200, 200, 200), {}),  # a page for people: a browser is sent to log in
+    "api-not-found": ("GET", (404, 404, 404, 404, 404), {}),  # any other /api/ URL: a JSON 404 for everyone
     "codebook-list": ("GET", API_ANY, {}),
     "codebook-detail": ("GET", API_ANY, {}),
     "codebook-types": ("GET", API_ANY, {}),
@@ -192,7 +193,7 @@ def kwargs_for(name: str, pattern, w) -> dict:
     values = {
         "slug": w["slug"], "code": "TUS-03", "kind": "github_issue", "stage": "iterative_execution",
         "capability": "actuation", "name": "difference", "fmt": "json", "episode_pk": w["episode"].pk,
-        "token": "not-a-token", "uidb64": "MQ", "index": 0, "part": "input",
+        "token": "not-a-token", "uidb64": "MQ", "index": 0, "part": "input", "unknown": "v1/nope/",
         "stamp": codebook_picker(w["codebook"]).stamp, "event_id": "e1",
     }  # fmt: skip
     pk = {

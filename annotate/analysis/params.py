@@ -20,6 +20,8 @@ MAX_B = 200_000  # keeps replicate counts near 35 MB per kind (int32)
 class ParameterError(ValueError):
     """Bad analysis parameters, as field errors ({field: [message]})."""
 
+    expected_failure = True  # a refusal of the input: logged as one line (annotate.jobs.runner)
+
     def __init__(self, errors: dict[str, list[str]]):
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
         self.errors = errors

@@ -52,6 +52,19 @@ def suggestions_wait_for_choice(study: Study, offer: Offer | None) -> bool:
     return study.suggestions_after_first_choice or (offer is not None and offer.guarded)
 
 
+def suggestions_guarded(study: Study, offer: Offer | None, *, has_own: bool, chosen: str) -> bool:
+    """Whether the suggestions must stay hidden from this coder now: the one rule every view asks.
+
+    They wait (suggestions_wait_for_choice) until the coder has a coding of the episode or names the
+    type they chose first (`chosen`, sent by the page once they pick one). A value that names no type
+    of the study's codebook (`?chosen=1`) is no choice: the `after` arm of the experiment holds.
+    """
+    if not suggestions_wait_for_choice(study, offer) or has_own:
+        return False
+    chosen = chosen.strip()
+    return not (chosen and FailureType.objects.filter(codebook_id=study.codebook_id, code=chosen).exists())
+
+
 def exposure_token_read(token: str, *, episode_id: int, coder_id: int) -> tuple[str, float] | None:
     """(arm, opened at as a Unix time) from a page's signed value, if it is genuine and for this episode and coder."""
     try:

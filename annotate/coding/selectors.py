@@ -17,6 +17,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from annotate.coding.labels import disagreeing_axes, resolve_label
+from annotate.coding.visibility import coding_visibility
 from annotate.models import Adjudication, Coding, Episode, EpisodeStatus, Lease, Membership, Role, Study
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
@@ -206,6 +207,8 @@ def study_progress(study: Study, membership: Membership) -> Progress:
     )
     buckets = [(str(n), per_n.get(n, 0)) for n in range(k)]
     buckets.append((f"{k}+" if any(n > k for n in per_n) else str(k), sum(c for n, c in per_n.items() if n >= k)))
+    if not coding_visibility(membership).sees_progress:
+        buckets = []  # how far everyone else has got is others' codings: a blind coder sees only their own
     return Progress(k=k, coders=coders, mine=mine, buckets=buckets, episodes=sum(per_n.values()))
 
 

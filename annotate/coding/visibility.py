@@ -42,6 +42,11 @@ class Visibility:
         complete = "n_codings__gte" if episode_ref == "pk" else "episode__n_codings__gte"
         return Q(own) | Q(**{complete: self.k})
 
+    def episodes_q(self) -> Q:
+        """A Q over Episode rows whose others' codings (and so their progress: coded, complete,
+        adjudicated) the member may see; for selectors below this package, which take it as an argument."""
+        return Q() if self.sees_all else self._visible_episode("pk")
+
     def episodes(self, qs: QuerySet[Episode]) -> QuerySet[Episode]:
         """The episodes of `qs` whose others' codings the member may see."""
         return qs if self.sees_all else qs.filter(self._visible_episode("pk"))

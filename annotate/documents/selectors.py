@@ -69,9 +69,13 @@ class DocumentPage:
     snippets: dict[int, SafeString] = field(default_factory=dict)
 
 
-def documents_filtered(study: Study, filters: DocumentFilters, *, for_search: bool = False) -> QuerySet[Document]:
+def documents_filtered(
+    study: Study, filters: DocumentFilters, *, for_search: bool = False, visible: Q | None = None
+) -> QuerySet[Document]:
     """The study's documents matching the filters; no body or raw is loaded.
 
+    `visible` (annotate.coding.visibility's `episodes_q()`): the episodes whose codings the member may
+    see; the `coded` filter counts only those, so a blind coder cannot find what others have coded.
     `for_search`: the study is named as search_study() does, so that the search's newest matches
     are read from the (study, id) index on PostgreSQL."""
     qs = Document.objects.filter(search_study(study.pk) if for_search else Q(study=study))
@@ -84,7 +88,8 @@ def documents_filtered(study: Study, filters: DocumentFilters, *, for_search: bo
     if filters.coded:
         # The study too (a document's episodes are its study's): the partial index episode_coded_idx then
         # finds the coded documents when they are few, instead of a scan of every episode.
-        coded = Exists(Episode.objects.filter(study=study, document=OuterRef("pk"), n_codings__gt=0))
+        episodes = Episode.objects.filter(study=study, document=OuterRef("pk"), n_codings__gt=0)
+        coded = Exists(episodes.filter(visible) if visible is not None else episodes)
         qs = qs.filter(coded if filters.coded == "coded" else ~coded)
     if filters.split:
         qs = qs.filter(Exists(Episode.objects.filter(document=OuterRef("pk"), split=filters.split)))
@@ -98,14 +103,20 @@ def _id(value: str | int | None) -> int | None:
 
 
 def documents_page(
-    study: Study, filters: DocumentFilters, *, after: str | int | None = None, before: str | int | None = None
+    study: Study,
+    filters: DocumentFilters,
+    *,
+    after: str | int | None = None,
+    before: str | int | None = None,
+    visible: Q | None = None,
 ) -> DocumentPage:
     """One page by keyset cursor, never OFFSET: in id order (`after`/`before` an id), or for a text
-    search ranked best first (`after` is "rank:id"), with highlighted snippets. 3-4 queries at any depth."""
+    search ranked best first (`after` is "rank:id"), with highlighted snippets. 3-4 queries at any depth.
+    `visible` limits what counts as coded, as in documents_filtered."""
     if filters.q:
-        return _search_page(study, filters, after=str(after or ""))
+        return _search_page(study, filters, after=str(after or ""), visible=visible)
     after, before = _id(after), _id(before)
-    qs = documents_filtered(study, filters)
+    qs = documents_filtered(study, filters, visible=visible)
     if before is not None:
         rows = list(qs.filter(pk__lt=before).order_by("-pk")[: PAGE_SIZE + 1])
         has_more_before = len(rows) > PAGE_SIZE
@@ -119,17 +130,17 @@ def documents_page(
         rows = rows[:PAGE_SIZE]
         has_more_before = after is not None
     # A bounded count (COUNT(*) over a LIMIT subquery): exact for small results, "1,000+" for large ones.
-    total = documents_filtered(study, filters).order_by()[: COUNT_LIMIT + 1].count()
+    total = documents_filtered(study, filters, visible=visible).order_by()[: COUNT_LIMIT + 1].count()
     page = DocumentPage(rows=rows, total=min(total, COUNT_LIMIT), total_capped=total > COUNT_LIMIT)
     if rows:
         page.next_after = rows[-1].pk if has_more_after else None
         page.prev_before = rows[0].pk if has_more_before else None
-    _episode_stats(page)
+    _episode_stats(page, visible)
     return page
 
 
-def _search_page(study: Study, filters: DocumentFilters, *, after: str) -> DocumentPage:
-    qs = document_search(documents_filtered(study, filters, for_search=True), filters.q)
+def _search_page(study: Study, filters: DocumentFilters, *, after: str, visible: Q | None) -> DocumentPage:
+    qs = document_search(documents_filtered(study, filters, for_search=True, visible=visible), filters.q)
     if after:
         qs = search_after(qs, after)
     rows = list(qs[: PAGE_SIZE + 1])
@@ -138,11 +149,11 @@ def _search_page(study: Study, filters: DocumentFilters, *, after: str) -> Docum
     if len(rows) > PAGE_SIZE:
         page.next_after = search_cursor(page.rows[-1])
     page.snippets = search_snippets([d.pk for d in page.rows], filters.q)
-    _episode_stats(page)
+    _episode_stats(page, visible)
     return page
 
 
-def _episode_stats(page: DocumentPage) -> None:
+def _episode_stats(page: DocumentPage, visible: Q | None) -> None:
     rows = page.rows
     if rows:
         stats = (
@@ -150,7 +161,7 @@ def _episode_stats(page: DocumentPage) -> None:
             .values("document_id")
             .annotate(
                 n=Count("id"),
-                coded=Count("id", filter=Q(n_codings__gt=0)),
+                coded=Count("id", filter=Q(n_codings__gt=0) & (visible if visible is not None else Q())),
                 holdout=Count("id", filter=Q(split=Split.HOLDOUT)),
             )
         )

@@ -48,6 +48,7 @@ from annotate.models import (
     SuggestionStatus,
 )
 from annotate.studies.services import queue_key_for, study_create
+from lib import safejson
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 EXPORT_DIR = "exports"
@@ -122,16 +123,19 @@ def _rows_jsonl(path: Path) -> Iterator[dict]:
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValidationError({"file": f"line {n}: not JSON ({exc.msg})"}) from exc
+                yield safejson.loads(line)
+            except safejson.JSONSyntaxError as exc:
+                raise ValidationError({"file": f"line {n}: not JSON ({exc.msg})"}) from None
+            except safejson.JSONError as exc:
+                raise ValidationError({"file": f"line {n}: {exc}"}) from None
 
 
 def _rows_csv(path: Path) -> Iterator[dict]:
     with path.open(encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
-        missing = [c for c in exports.BASE_COLUMNS if c not in (header or [])]
+        wanted = [c for c in exports.BASE_COLUMNS if c not in exports.ASSIGNED_BY_DATABASE]
+        missing = [c for c in wanted if c not in (header or [])]
         if missing:
             raise ValidationError({"file": f"not a Faultline CSV export: missing columns {', '.join(missing[:5])}"})
         slots = sum(1 for c in header if c.startswith("coder") and "_" not in c)
@@ -140,7 +144,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                 raise ValidationError({"file": f"line {n}: {len(cells)} cells, the header has {len(header)}"})
             raw = dict(zip(header, cells, strict=True))
             row: dict[str, Any] = {}
-            for col in exports.BASE_COLUMNS:
+            for col in wanted:
                 value = raw[col]
                 if col in exports.BOOL_COLUMNS:
                     row[col] = _bool(value)

@@ -27,12 +27,12 @@ import orjson
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import Func, QuerySet, TextField
+from django.db.models import Exists, Func, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from annotate.coding.labels import resolve_label
-from annotate.models import Adjudication, Coding, Episode, Study, Suggestion
+from annotate.models import Adjudication, Coding, Episode, Study, Suggestion, SuggestionRejection
 from lib.db.plans import SERIAL_PLANS
 from lib.db.prefetch import prefetched
 from taxonomy.models import AxisValue, FailureType
@@ -47,8 +47,8 @@ CHUNK = 2000
 
 LABEL_AXES = ("failure_type", "source", "stage", "capability")
 BASE_COLUMNS = [
-    "study", "codebook", "document_kind", "external_id", "url", "cluster", "title", "episode_order", "split",
-    "excerpt", "whole_document", "excerpt_start", "excerpt_end",
+    "study", "codebook", "episode_id", "document_kind", "external_id", "url", "cluster", "title", "episode_order",
+    "split", "excerpt", "whole_document", "excerpt_start", "excerpt_end",
     "label_status", "label_reason",
     "label_failure_type", "label_failure_type_name", "label_source", "label_source_name",
     "label_stage", "label_stage_name", "label_capability", "label_capability_name",
@@ -62,7 +62,10 @@ CODING_KEYS = [
     "needs_new_type", "confidence", "evidence", "from_suggestion", "created_at", "updated_at",
 ]  # fmt: skip
 BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted"}
-INT_COLUMNS = {"episode_order", "excerpt_start", "excerpt_end"}
+INT_COLUMNS = {"episode_id", "episode_order", "excerpt_start", "excerpt_end"}
+# The episode's id in this database (as the API's episodes/ and codings/ name it), for joining the export
+# back to them. An import (import_dataset) makes new episodes with ids of their own: it reads no id.
+ASSIGNED_BY_DATABASE = {"episode_id"}
 FLOAT_COLUMNS = {"suggestion_confidence"}
 TIME_COLUMNS = {"imported_at", "episode_created_at", "first_coded_at", "last_coded_at"}
 CODING_BOOLS = {"not_a_failure", "needs_new_type", "from_suggestion"}
@@ -245,10 +248,13 @@ def _fetch_chunks(study: Study, qs: QuerySet[Episode], chunk: int) -> Iterator[_
             codings.setdefault(row[0], []).append(row)
         adjudications = {row[0]: row for row in _raw(Adjudication.objects.filter(**span).values_list(*ADJ_FIELDS))}
         suggestions: dict[int, tuple] = {}
+        # A rejection is each coder's own (SuggestionRejection): one by anybody makes a pending suggestion "rejected".
+        rejected = Exists(SuggestionRejection.objects.filter(suggestion=OuterRef("pk")))
         for row in _raw(
             Suggestion.objects.filter(error="", **span)
+            .annotate(rejected=rejected)
             .order_by("episode_id", "-created_at", "-id")
-            .values_list(*SUGGESTION_FIELDS)
+            .values_list(*SUGGESTION_FIELDS, "rejected")
         ):
             suggestions.setdefault(row[0], row)
         yield _Chunk(batch, codings, adjudications, suggestions)
@@ -344,6 +350,7 @@ def export_rows(
             yield {
                 "study": study.slug,
                 "codebook": codebook,
+                "episode_id": ep_id,
                 "document_kind": ep[1],
                 "external_id": ep[2],
                 "url": ep[3],
@@ -374,7 +381,7 @@ def export_rows(
                 "suggestion_prompt_version": sug[3] if sug else None,
                 "suggestion_failure_type": types.get(sug[4]) if sug else None,
                 "suggestion_confidence": sug[5] if sug else None,
-                "suggestion_status": sug[6] if sug else None,
+                "suggestion_status": ("rejected" if sug[6] == "pending" and sug[7] else sug[6]) if sug else None,
                 "suggestion_accepted": (sug[6] == "accepted") if sug else None,
                 "imported_at": _ts(ep[13]),
                 "episode_created_at": _ts(ep[12]),

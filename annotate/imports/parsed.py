@@ -17,6 +17,8 @@ EXTENSIONS = GITHUB_EXTENSIONS | LITERATURE_EXTENSIONS
 class ImportFileError(ValueError):
     """A malformed input file. The message names the record and/or line; nothing is written."""
 
+    expected_failure = True  # a refusal of the input: logged as one line (annotate.jobs.runner)
+
 
 @dataclass(slots=True)
 class Record:

@@ -18,7 +18,7 @@ from annotate.models import Job, QueueOrder, Study
 from annotate.studies.members import may_create_studies
 from annotate.studies.services import study_create
 from taxonomy.models import Codebook
-from taxonomy.services import CodebookError, codebook_load
+from taxonomy.services import CodebookError, codebook_load_private
 
 UPLOAD_DIR = "imports"
 
@@ -103,8 +103,9 @@ def study_start(
     """Create a study owned by `creator`, with a published or uploaded codebook, and start its first imports.
 
     One transaction: a bad codebook or file leaves no study behind. An uploaded
-    codebook is loaded and published (a study codes against a frozen codebook);
-    if its name@version exists published with other contents, that is an error.
+    codebook is the new study's own (taxonomy.services.codebook_load_private): published,
+    since a study codes against a frozen codebook, but listed for nobody else and
+    holding no shared name@version.
     """
     if not may_create_studies(creator):
         raise ValidationError("You may not create studies here; ask an administrator.")
@@ -116,7 +117,7 @@ def study_start(
         raise ValidationError({"queue_order": f"Queue order is one of {', '.join(QueueOrder.values)}."})
     if codebook_data is not None:
         try:
-            codebook = codebook_load(data=codebook_data, publish=True).codebook
+            codebook = codebook_load_private(data=codebook_data)
         except CodebookError as exc:
             raise ValidationError({"codebook_file": str(exc)}) from None
     elif not codebook.is_published:

@@ -51,11 +51,36 @@ UNSIGNED_REFUSAL = "not sent: the study has no webhook secret (an owner makes on
 class WebhookRefused(ValueError):
     """A destination we will not send to; the message says why, for the owner."""
 
+    expected_failure = True  # a refusal of the input: logged as one line (annotate.jobs.runner)
+
+
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits: IPv4-compatible (::/96, deprecated but
+# still routed by some stacks) and the NAT64 well-known prefix (RFC 6052). A gateway translates them to
+# the IPv4 address they embed, so they are judged by that address.
+_EMBEDS_IPV4_LOW32 = (ipaddress.IPv6Network("::/96"), ipaddress.IPv6Network("64:ff9b::/96"))
+# The local-use NAT64 prefix (RFC 8215) embeds IPv4 wherever its operator chose: never a public destination.
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one stands for (mapped, compatible, NAT64, 6to4), if any."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in net for net in _EMBEDS_IPV4_LOW32):  # ::1 and :: become 0.0.0.1 and 0.0.0.0: refused too
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
 
 def _address_allowed(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _LOCAL_NAT64:
+            return False
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            ip = embedded
     # is_global is False for loopback, private, link-local (cloud metadata at 169.254.169.254),
     # shared (100.64/10), reserved and unspecified addresses.
     return ip.is_global and not ip.is_multicast

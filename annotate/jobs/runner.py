@@ -346,6 +346,15 @@ def _progress_write(job_id: int, done: int, total: int) -> None:
     thread.join()
 
 
+def _expected(exc: BaseException) -> bool:
+    """A refusal of the job's input (a bad file, a validation error), not a failure of the code: such
+    exceptions are Django's ValidationError and PermissionDenied, and the input errors that say so
+    with `expected_failure = True` (ImportFileError, CodebookError, lib.safejson.JSONError, ...)."""
+    from django.core.exceptions import PermissionDenied, ValidationError
+
+    return isinstance(exc, ValidationError | PermissionDenied) or getattr(type(exc), "expected_failure", False)
+
+
 def _internal(exc: BaseException) -> bool:
     """Errors whose text describes our database or encoder, not the user's input."""
     import sqlite3
@@ -441,7 +450,10 @@ def job_run(*, job_id: int) -> Job | None:
             connections.close_all()
             _release(job, f"database unavailable: {str(exc).splitlines()[0][:150]}")
         except Exception as exc:  # the job records any failure; the worker stays up
-            log.exception("job %s (%s) failed", job.pk, job.kind)
+            if _expected(exc):  # bad input, refused as designed: one line, the job page has the message
+                log.warning("job %s (%s) refused its input: %s", job.pk, job.kind, str(exc).splitlines()[0][:300])
+            else:
+                log.exception("job %s (%s) failed", job.pk, job.kind)
             _finish(job, status=JobStatus.FAILED, error=job_error_text(job, exc))
         else:
             if result is DEFERRED:

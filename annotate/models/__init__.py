@@ -9,8 +9,15 @@ from __future__ import annotations
 from annotate.models.coding import Adjudication, Coding, CodingExposure, Confidence, ExposureArm, Lease
 from annotate.models.documents import Document, DocumentKind, Episode, EpisodeStatus, Split, TriageEvent, TriageStatus
 from annotate.models.jobs import Job, JobStatus
-from annotate.models.studies import ApiToken, Invitation, LabelRule, Membership, QueueOrder, Role, Study
-from annotate.models.suggestions import LocalModel, SuggesterAudit, Suggestion, SuggestionBackend, SuggestionStatus
+from annotate.models.studies import ApiToken, Invitation, LabelRule, Membership, QueueOrder, Role, Study, TokenScope
+from annotate.models.suggestions import (
+    LocalModel,
+    SuggesterAudit,
+    Suggestion,
+    SuggestionBackend,
+    SuggestionRejection,
+    SuggestionStatus,
+)
 from annotate.models.traces import Artifact, StepKind, StepStatus, TraceStep
 from annotate.models.webhooks import WebhookDelivery
 
@@ -42,7 +49,9 @@ __all__ = [
     "SuggesterAudit",
     "Suggestion",
     "SuggestionBackend",
+    "SuggestionRejection",
     "SuggestionStatus",
+    "TokenScope",
     "TraceStep",
     "TriageEvent",
     "TriageStatus",

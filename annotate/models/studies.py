@@ -132,13 +132,25 @@ class Invitation(models.Model):
         return self.email or self.username_hint or "anyone with the link"
 
 
+class TokenScope(models.TextChoices):
+    READ = "read", "Read only"
+    WRITE = "write", "Read and write"
+
+
 class ApiToken(models.Model):
-    """An API token. Only a sha256 of the key is stored; the key is shown once."""
+    """An API token. Only a sha256 of the key is stored; the key is shown once.
+
+    A `read` token may only read (safe methods); a `write` token does whatever its user's roles
+    allow. Past `expires_at` (if set) it no longer authenticates.
+    """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12)
     key_hash = models.CharField(max_length=64, unique=True)
+    # Tokens made before scopes existed could write: they keep that.
+    scope = models.CharField(max_length=5, choices=TokenScope.choices, default=TokenScope.WRITE)
+    expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -148,3 +160,6 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+    def expired(self, now) -> bool:
+        return self.expires_at is not None and self.expires_at <= now

@@ -78,6 +78,27 @@ class Suggestion(models.Model):
         return f"suggestion {self.pk} ({self.backend})"
 
 
+class SuggestionRejection(models.Model):
+    """One coder's rejection of a suggestion: their own reaction, like their coding, never the study's.
+
+    Another coder still sees the suggestion as it came, with its Reject button; whether anyone may
+    see who rejected it is the blinding rule's. The row is the audit: who rejected, and when.
+    """
+
+    suggestion = models.ForeignKey(Suggestion, on_delete=models.CASCADE, related_name="rejections", db_index=False)
+    coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["suggestion", "coder"], name="suggestion_rejection_unique"),
+        ]
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"suggestion {self.suggestion_id} rejected by {self.coder_id}"
+
+
 class LocalModel(models.Model):
     """A trained local suggester for a study, stored with its training-set size."""
 

@@ -37,7 +37,7 @@ class StudyStartForm(forms.Form):
         from taxonomy.models import Codebook
 
         super().__init__(*args, **kwargs)
-        self.fields["codebook"].queryset = Codebook.objects.filter(published_at__isnull=False).order_by(
+        self.fields["codebook"].queryset = Codebook.objects.filter(published_at__isnull=False, private=False).order_by(
             "name", "-published_at"
         )
 

@@ -8,7 +8,6 @@ Who may do each of these is decided by the views' study_view("owner") and by
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,8 +19,10 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from annotate.models import ApiToken, Invitation, Lease, Membership, Role, Study
+from annotate.models import Invitation, Lease, Membership, Role, Study
 from annotate.studies.services import membership_set
+from annotate.studies.tokens import tokens_revoke_all
+from lib import safejson
 from taxonomy.services import CodebookError, codebook_validate
 
 User = get_user_model()
@@ -57,13 +58,9 @@ def codebook_from_upload(uploaded_file) -> dict:
     if uploaded_file.size > MAX_CODEBOOK_BYTES:
         raise ValidationError({"codebook_file": "A codebook file is at most 5 MB."})
     try:
-        data = json.loads(uploaded_file.read().decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValidationError({"codebook_file": "The codebook file is not UTF-8 text."}) from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            {"codebook_file": f"Invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"}
-        ) from None
+        data = safejson.loads(uploaded_file.read())
+    except safejson.JSONError as exc:
+        raise ValidationError({"codebook_file": str(exc)}) from None
     try:
         return codebook_validate(data)
     except CodebookError as exc:
@@ -192,6 +189,17 @@ def invitation_revoke(*, study: Study, invitation_id: int) -> Invitation:
     return invitation
 
 
+def _lock_owners(study: Study, membership_id: int) -> Membership:
+    """Lock the study's owner rows (in id order, as every caller does), then the member being changed.
+
+    Two owners demoting or removing each other at once would each see the other still owner and
+    both go ahead. With the owners locked first, the second waits for the first to commit and then
+    finds itself the last owner: refused.
+    """
+    list(Membership.objects.select_for_update().filter(study=study, role=Role.OWNER).order_by("pk").values("pk"))
+    return Membership.objects.select_for_update(of=("self",)).select_related("user").get(study=study, pk=membership_id)
+
+
 def _keep_an_owner(study: Study, membership: Membership, new_role: str | None) -> None:
     if membership.role != Role.OWNER or new_role == Role.OWNER:
         return
@@ -202,9 +210,9 @@ def _keep_an_owner(study: Study, membership: Membership, new_role: str | None) -
 @transaction.atomic
 def member_update(*, study: Study, membership_id: int, role: str, adjudicator: bool) -> Membership:
     """Change a member's role and adjudicator duty; the last owner stays owner."""
-    membership = Membership.objects.select_for_update().get(study=study, pk=membership_id)
     if role not in Role.values:
         raise ValidationError({"role": f"unknown role '{role}'"})
+    membership = _lock_owners(study, membership_id)
     _keep_an_owner(study, membership, role)
     membership.role, membership.adjudicator = role, adjudicator and role == Role.CODER
     membership.save(update_fields=["role", "adjudicator"])
@@ -214,7 +222,7 @@ def member_update(*, study: Study, membership_id: int, role: str, adjudicator: b
 @transaction.atomic
 def member_remove(*, study: Study, membership_id: int) -> Membership:
     """Remove a member. Their codings and adjudications stay, attributed to them; their leases end."""
-    membership = Membership.objects.select_for_update().select_related("user").get(study=study, pk=membership_id)
+    membership = _lock_owners(study, membership_id)
     _keep_an_owner(study, membership, None)
     Lease.objects.filter(episode__study=study, coder=membership.user).delete()
     membership.delete()
@@ -234,4 +242,4 @@ def sessions_revoke_all(*, user, password: str) -> int:
         raise ValidationError({"password": "That is not your password."})
     user.set_password(password)
     user.save(update_fields=["password"])
-    return ApiToken.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    return tokens_revoke_all(user=user)

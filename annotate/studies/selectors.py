@@ -44,15 +44,21 @@ class StudyCounts:
     by_kind: dict[str, int]
 
 
-def study_counts(study: Study) -> StudyCounts:
-    """Overview numbers in two aggregate queries, whatever the study's size."""
+def study_counts(study: Study, *, visible: Q | None = None) -> StudyCounts:
+    """Overview numbers in two aggregate queries, whatever the study's size.
+
+    `visible` (annotate.coding.visibility's `episodes_q()`) limits the progress counts (coded,
+    complete, adjudicated) to the episodes whose codings the member may see: a blind coder's
+    "coded" is what they coded, not how far everyone else has got. None counts every episode.
+    """
     docs = Document.objects.filter(study=study).values("kind").annotate(n=Count("id"))
     by_kind = {row["kind"]: row["n"] for row in docs}
+    seen = visible if visible is not None else Q()
     agg = Episode.objects.filter(study=study).aggregate(
         episodes=Count("id"),
-        coded=Count("id", filter=Q(n_codings__gt=0)),
-        complete=Count("id", filter=Q(n_codings__gte=study.coders_per_episode)),
-        adjudicated=Count("id", filter=Q(status=EpisodeStatus.ADJUDICATED)),
+        coded=Count("id", filter=Q(n_codings__gt=0) & seen),
+        complete=Count("id", filter=Q(n_codings__gte=study.coders_per_episode) & seen),
+        adjudicated=Count("id", filter=Q(status=EpisodeStatus.ADJUDICATED) & seen),
         holdout=Count("id", filter=Q(split=Split.HOLDOUT)),
     )
     return StudyCounts(documents=sum(by_kind.values()), by_kind=by_kind, **agg)

@@ -21,10 +21,11 @@ from decimal import Decimal
 from itertools import combinations
 
 import numpy as np
+from django.db.models import Exists, OuterRef
 from sklearn.metrics import cohen_kappa_score
 
 from annotate.coding.labels import final_labels
-from annotate.models import Coding, Study, Suggestion, SuggestionStatus
+from annotate.models import Coding, Study, Suggestion, SuggestionRejection, SuggestionStatus
 from annotate.suggestions.base import AXES
 from taxonomy.models import AxisValue, FailureType
 
@@ -152,9 +153,13 @@ def suggestion_quality(study: Study) -> QualityReport:
         "episode_id", "coder__username", "not_a_failure", "failure_type_id", *(f"{a}_id" for a in AXES)
     ):
         humans[c["episode_id"]][c["coder__username"]] = _coding_codes(c, type_code, axis_code)
-    rows = Suggestion.objects.filter(episode__study=study).order_by("created_at", "pk").values(
+    # A rejection is each coder's own (SuggestionRejection); the report counts a suggestion that nobody
+    # accepted or edited and somebody rejected as rejected.
+    rejected = Exists(SuggestionRejection.objects.filter(suggestion=OuterRef("pk")))
+    suggestions = Suggestion.objects.filter(episode__study=study).annotate(rejected=rejected)
+    rows = suggestions.order_by("created_at", "pk").values(
         "episode_id", "backend", "model", "status", "error", "evidence_flagged", "not_a_failure", "candidates",
-        "confidence", "input_tokens", "output_tokens", "cost",
+        "confidence", "input_tokens", "output_tokens", "cost", "rejected",
     )  # fmt: skip
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
@@ -187,7 +192,8 @@ def _backend_quality(backend, model, rows, labels, humans) -> BackendQuality:
     latest = {r["episode_id"]: r for r in usable}  # rows are oldest first
     statuses = defaultdict(int)
     for r in usable:
-        statuses[r["status"]] += 1
+        pending_but_rejected = r["status"] == SuggestionStatus.PENDING and r["rejected"]
+        statuses[SuggestionStatus.REJECTED if pending_but_rejected else r["status"]] += 1
     reviewed = (
         statuses[SuggestionStatus.ACCEPTED] + statuses[SuggestionStatus.EDITED] + statuses[SuggestionStatus.REJECTED]
     )

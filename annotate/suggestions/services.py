@@ -35,6 +35,7 @@ from annotate.models import (
     SuggesterAudit,
     Suggestion,
     SuggestionBackend,
+    SuggestionRejection,
     SuggestionStatus,
 )
 from annotate.suggestions.base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
@@ -396,16 +397,18 @@ def suggestions_make(
 
 
 @transaction.atomic
-def suggestion_reject(*, suggestion: Suggestion, user) -> Suggestion:
-    """Mark a suggestion rejected by `user`. A suggestion already used by a coding cannot be rejected."""
+def suggestion_reject(*, suggestion: Suggestion, user) -> SuggestionRejection:
+    """Record that `user` rejects a suggestion: their own reaction, not the study's (SuggestionRejection).
+
+    Other coders still see the suggestion as it came. Rejecting twice keeps the first rejection;
+    a suggestion the user's own coding came from cannot be rejected by them.
+    """
     if suggestion.error:
         raise ValidationError({"suggestion": "A failed suggestion is not a suggestion and cannot be rejected."})
-    if suggestion.codings.exists():
-        raise ValidationError({"suggestion": "This suggestion was already used by a coding."})
-    suggestion.status = SuggestionStatus.REJECTED
-    suggestion.reviewed_by = user
-    suggestion.save(update_fields=["status", "reviewed_by", "updated_at"])
-    return suggestion
+    if suggestion.codings.filter(coder=user).exists():
+        raise ValidationError({"suggestion": "Your coding of this episode came from this suggestion."})
+    rejection, _ = SuggestionRejection.objects.get_or_create(suggestion=suggestion, coder=user)
+    return rejection
 
 
 # --- the local model ---------------------------------------------------------------------------

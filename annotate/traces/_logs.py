@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 
@@ -12,6 +11,7 @@ import orjson
 from annotate.imports.parsed import ImportFileError, clean_json, clean_text
 from annotate.models import StepKind, StepStatus
 from annotate.traces.parsed import NAME_LIMIT, Step, TraceRecord, _int, _record, _short, _text
+from lib import safejson
 
 # ------------------------------------------------------------------ Who&When
 
@@ -190,8 +190,8 @@ def parse_mast(data: Any, where: str) -> TraceRecord:
     parsed: Any = trace
     if isinstance(trace, str):
         try:
-            parsed = json.loads(trace)
-        except json.JSONDecodeError:
+            parsed = safejson.loads(trace, allow_nul=True)
+        except safejson.JSONError:
             parsed = trace
     meta = {k: data.get(k) for k in ("round", "mas_name", "benchmark_name", "trace_id") if data.get(k) is not None}
     raw: dict[str, Any] = {"mas": meta}

@@ -3,7 +3,6 @@ step list, depth-first with siblings by start time, tool calls paired with their
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from annotate.imports.parsed import ImportFileError, clean_text
 from annotate.models import StepKind
 from annotate.traces.parsed import NAME_LIMIT, Step, TraceRecord, _record, _text, trace_summary
+from lib import safejson
 
 # ------------------------------------------------------------------ spans (OTLP and OpenInference)
 
@@ -185,8 +185,8 @@ def _messages_text(value: Any) -> str:
     """GenAI `gen_ai.input.messages`/`output.messages` (a JSON string or list of {role, parts})."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = safejson.loads(value, allow_nul=True)
+        except safejson.JSONError:
             return clean_text(value)
     if not isinstance(value, list):
         return _text(value)
@@ -214,8 +214,8 @@ def _messages_text(value: Any) -> str:
 def _genai_tool_calls(value: Any) -> list[dict]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = safejson.loads(value, allow_nul=True)
+        except safejson.JSONError:
             return []
     calls = []
     for m in value if isinstance(value, list) else []:
@@ -234,8 +234,8 @@ def _genai_tool_calls(value: Any) -> list[dict]:
 def _genai_tool_results(value: Any) -> dict[str, str]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = safejson.loads(value, allow_nul=True)
+        except safejson.JSONError:
             return {}
     out = {}
     for m in value if isinstance(value, list) else []:

@@ -13,7 +13,6 @@ result where the trace has one, and `ran` records whether it ran at all.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from annotate.imports.parsed import ImportFileError
 from annotate.traces._logs import parse_mast, parse_whowhen
 from annotate.traces._spans import _span_records, openinference_spans, otlp_spans
 from annotate.traces.parsed import TraceRecord
+from lib import safejson
 
 FORMATS = ("otlp", "openinference", "whowhen", "mast")
 TRACE_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
@@ -31,28 +31,34 @@ TRACE_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
 
 
 def _json_items(path: Path) -> Iterator[tuple[Any, str]]:
-    """The JSON values of a file: one document, or JSON Lines (one per line)."""
+    """The JSON values of a file: one document, or JSON Lines (one per line), read by lib.safejson
+    (hostile nesting or a lone surrogate is the file's error, not the job's crash; NULs are stripped
+    later, as for every import)."""
     text = path.read_text(encoding="utf-8-sig", errors="strict")
     stripped = text.lstrip()
     if not stripped:
         raise ImportFileError(f"{path.name}: the file is empty")
     try:
-        yield json.loads(text), path.name
+        yield safejson.loads(text, allow_nul=True), path.name
         return
-    except json.JSONDecodeError as exc:
+    except safejson.JSONSyntaxError as exc:
         if path.suffix.lower() not in (".jsonl", ".ndjson") and "\n" not in stripped.strip():
             raise ImportFileError(f"{path.name}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
         first_error = exc
+    except safejson.JSONError as exc:
+        raise ImportFileError(f"{path.name}: {exc}") from None
     items = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            items.append((json.loads(line), f"{path.name} line {n}"))
-        except json.JSONDecodeError:
+            items.append((safejson.loads(line, allow_nul=True), f"{path.name} line {n}"))
+        except safejson.JSONSyntaxError:
             raise ImportFileError(
                 f"{path.name}: not valid JSON (line {first_error.lineno}: {first_error.msg}) nor JSON Lines (line {n})"
             ) from None
+        except safejson.JSONError as exc:
+            raise ImportFileError(f"{path.name} line {n}: {exc}") from None
     yield from items
 
 

@@ -69,7 +69,10 @@ def _document_rows(study: Study, page) -> SafeString:
 @study_view("read")
 def document_list(request: HttpRequest, study: Study) -> HttpResponse:
     filters = DocumentFilters.from_query(request.GET)
-    page = documents_page(study, filters, after=request.GET.get("after"), before=request.GET.get("before"))
+    visible = coding_visibility(request.membership).episodes_q()
+    page = documents_page(
+        study, filters, after=request.GET.get("after"), before=request.GET.get("before"), visible=visible
+    )
     context = {
         "study": study, "page": page, "filters": filters, "query": filters.as_query(),
         "kinds": DocumentKind.choices, "splits": Split.choices, "rows": _document_rows(study, page),

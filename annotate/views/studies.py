@@ -31,16 +31,18 @@ def study_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 @study_view("read")
 def study_overview(request: HttpRequest, study: Study) -> HttpResponse:
+    visibility = coding_visibility(request.membership)
     context = {
         "study": study,
         "membership": request.membership,
-        "counts": study_counts(study),
+        "counts": study_counts(study, visible=visibility.episodes_q()),
+        "counts_blind": not visibility.sees_progress,
         "members": study.memberships.select_related("user").order_by("role", "user__username"),
         "progress": study_progress(study, request.membership),
         "leases": live_leases(study, request.membership),
         "lease_context": "study",
         "lease_minutes": settings.FAULTLINE_LEASE_MINUTES,
-        "sees_reports": coding_visibility(request.membership).sees_aggregates,
+        "sees_reports": visibility.sees_aggregates,
     }
     return render(request, "annotate/study_overview.html", context)
 

@@ -10,9 +10,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotate.coding.experiment import exposure_offer, study_exposure_report, suggestions_wait_for_choice
+from annotate.coding.experiment import (
+    exposure_offer,
+    study_exposure_report,
+    suggestions_guarded,
+    suggestions_wait_for_choice,
+)
 from annotate.coding.visibility import coding_visibility
-from annotate.models import Coding, Episode, Study, Suggestion
+from annotate.models import Coding, Episode, Study, Suggestion, SuggestionStatus
 from annotate.suggestions.base import codebook_spec
 from annotate.suggestions.quality import suggestion_quality
 from annotate.suggestions.selectors import latest_audits
@@ -79,16 +84,16 @@ def suggestion_quality_page(request: HttpRequest, study: Study) -> HttpResponse:
     return render(request, "annotate/suggestion_quality.html", context)
 
 
-def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, shown: bool = False) -> dict:
-    """What the panel shows: the newest usable suggestion, unless the anchoring guard still hides it."""
-    shown = shown or bool(request.GET.get("chosen"))
+def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, chosen: str) -> dict:
+    """What the panel shows: the newest usable suggestion, unless the anchoring guard still hides it
+    (annotate.coding.experiment.suggestions_guarded decides, from the type the coder says they chose)."""
     has_own = Coding.objects.filter(episode=episode, coder=request.user).exists()
     offer = exposure_offer(study=study, coder=request.user, episode=episode)
     wait = suggestions_wait_for_choice(study, offer)
-    guarded = wait and not (shown or has_own)
+    guarded = suggestions_guarded(study, offer, has_own=has_own, chosen=chosen)
     context = {
         "study": study, "episode": episode, "loaded": True, "guarded": guarded, "suggestion": None,
-        "suggest_guard": wait,
+        "suggest_guard": wait, "chosen": chosen if wait and not guarded else "",
     }  # fmt: skip
     if guarded:
         return context
@@ -124,16 +129,20 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, show
                 "fill": json.dumps(fill),
             }
         )
-    # Another coder's reaction to the suggestion is part of their coding: blinding decides.
+    # A rejection is the coder's own (SuggestionRejection). Another coder's acceptance is part of
+    # their coding: blinding decides whether it shows.
+    rejected_by_me = suggestion.rejections.filter(coder=request.user).exists()
     own_review = suggestion.reviewed_by_id == request.user.pk
     visibility = coding_visibility(request.membership, on_coding_page=True)
+    shown_status = suggestion.status if own_review or visibility.on_episode(episode, has_own=has_own) else ""
     context.update(
+        rejected_by_me=rejected_by_me,
+        review_status=SuggestionStatus.REJECTED if rejected_by_me else shown_status,
         suggestion=suggestion,
         confident=confident,
         candidates=candidates,
         attribution=attribution,
         naf_fill=json.dumps({"not_a_failure": True, "from_suggestion": suggestion.pk}),
-        show_status=own_review or visibility.on_episode(episode, has_own=has_own),
     )
     return context
 
@@ -143,7 +152,7 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, show
 def suggestion_panel(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     """The panel's content, fetched by htmx once the page (or, with the anchoring guard, a first choice) is there."""
     episode = get_object_or_404(Episode.objects.select_related("document"), pk=pk, study=study)
-    context = _panel_context(request, study, episode)
+    context = _panel_context(request, study, episode, chosen=request.GET.get("chosen", ""))
     context["fragment"] = True
     return render(request, "annotate/partials/_suggestion_panel.html", context)
 
@@ -151,13 +160,23 @@ def suggestion_panel(request: HttpRequest, study: Study, pk: int) -> HttpRespons
 @require_POST
 @study_view("write")
 def suggestion_reject_view(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """Reject for this coder only. A coder the anchoring guard still keeps from the suggestion cannot
+    reject it (nor see it by trying): the panel stays guarded and nothing is written."""
     suggestion = get_object_or_404(Suggestion.objects.select_related("episode"), pk=pk, episode__study=study)
-    try:
-        suggestion_reject(suggestion=suggestion, user=request.user)
-    except ValidationError as exc:
-        messages.error(request, " ".join(m for ms in exc.message_dict.values() for m in ms))
+    chosen = request.POST.get("chosen", "")
+    context = _panel_context(request, study, suggestion.episode, chosen=chosen)
+    status = 200
+    if context["guarded"]:
+        status = 400
+    else:
+        try:
+            suggestion_reject(suggestion=suggestion, user=request.user)
+        except ValidationError as exc:
+            messages.error(request, " ".join(m for ms in exc.message_dict.values() for m in ms))
+        else:
+            context = _panel_context(request, study, suggestion.episode, chosen=chosen)
+            context["just_rejected"] = True
     if request.htmx:
-        context = _panel_context(request, study, suggestion.episode, shown=True)
-        context.update(fragment=True, just_rejected=True)
-        return render(request, "annotate/partials/_suggestion_panel.html", context)
+        context["fragment"] = True
+        return render(request, "annotate/partials/_suggestion_panel.html", context, status=status)
     return redirect("coding_page", slug=study.slug, pk=suggestion.episode_id)

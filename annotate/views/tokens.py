@@ -6,14 +6,19 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.models import ApiToken
-from annotate.studies.tokens import token_create, token_revoke
+from annotate.models import ApiToken, TokenScope
+from annotate.studies.tokens import EXPIRY_CHOICES, token_create, token_expiry, token_revoke
 
 
 def _tokens(user):
-    return ApiToken.objects.filter(user=user).order_by("revoked_at", "-created_at")
+    tokens = list(ApiToken.objects.filter(user=user).order_by("revoked_at", "-created_at"))
+    now = timezone.now()
+    for t in tokens:
+        t.is_expired = t.expired(now)
+    return tokens
 
 
 @require_http_methods(["GET", "POST"])
@@ -23,15 +28,22 @@ def profile_tokens(request: HttpRequest) -> HttpResponse:
     The creating POST renders instead of redirecting: a redirect would have to
     carry the key through the session, and the key must exist nowhere but here.
     """
-    context: dict = {"tokens": _tokens(request.user), "error": "", "name": ""}
+    context: dict = {"error": "", "name": "", "scope": TokenScope.WRITE,
+                     "expires_in": "", "scopes": TokenScope.choices, "expiries": EXPIRY_CHOICES}  # fmt: skip
     status = 200
     if request.method == "POST":
-        context["name"] = request.POST.get("name", "")
+        post = request.POST
+        context.update(name=post.get("name", ""), scope=post.get("scope", TokenScope.WRITE),
+                       expires_in=post.get("expires_in", ""))  # fmt: skip
         try:
-            context["created"], context["key"] = token_create(user=request.user, name=context["name"])
+            context["created"], context["key"] = token_create(
+                user=request.user, name=context["name"], scope=context["scope"],
+                expires_at=token_expiry(context["expires_in"]),
+            )  # fmt: skip
             status = 201
         except ValidationError as exc:
-            context["error"], status = " ".join(exc.message_dict.get("name", exc.messages)), 400
+            context["error"], status = " ".join(exc.messages), 400
+    context["tokens"] = _tokens(request.user)
     response = render(request, "annotate/profile_tokens.html", context, status=status)
     response["Cache-Control"] = "no-store"
     return response

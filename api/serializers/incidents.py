@@ -7,6 +7,7 @@ from rest_framework import serializers
 from annotate.incidents import services as svc
 from annotate.models import Artifact, Document, TriageEvent, TriageStatus
 from annotate.traces.parsed import TraceArtifact
+from api.parsers import SafeJSONField
 
 
 class ArtifactInSerializer(serializers.Serializer):
@@ -53,7 +54,7 @@ class IncidentInSerializer(serializers.Serializer):
     severity = serializers.ChoiceField(
         choices=[(s, s) for s in svc.SEVERITIES], required=False, allow_blank=True, help_text="Severity."
     )
-    trace = serializers.JSONField(
+    trace = SafeJSONField(
         required=False, allow_null=True, help_text="Optional trace as JSON, e.g. OpenTelemetry GenAI spans."
     )
     artifacts = ArtifactInSerializer(

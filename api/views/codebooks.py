@@ -20,7 +20,7 @@ class CodebookViewSet(viewsets.ReadOnlyModelViewSet):
     filter_backends: list = []
 
     def get_queryset(self):
-        return selectors.codebooks()
+        return selectors.codebooks(self.request.user)
 
     def get_serializer_class(self):
         if self.action == "retrieve":

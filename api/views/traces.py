@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,6 +16,7 @@ from annotate.traces.parsed import TraceArtifact
 from annotate.traces.parsers import FORMATS
 from annotate.traces.selectors import trace_window
 from annotate.traces.services import trace_import_value, trace_upload_start
+from api.parsers import BoundedJSONParser, SafeJSONField
 from api.permissions import StudyMember
 from api.serializers.core import JobSerializer
 from api.serializers.incidents import ArtifactInSerializer
@@ -25,7 +26,7 @@ from api.views.jobs import _as_drf_error
 class TraceImportSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=FORMATS, help_text="otlp, openinference, whowhen or mast.")
     file = serializers.FileField(required=False, help_text="A trace file (multipart): imported by a job.")
-    data = serializers.JSONField(required=False, help_text="The trace(s) as JSON, imported at once.")
+    data = SafeJSONField(required=False, help_text="The trace(s) as JSON, imported at once.")
     artifacts = ArtifactInSerializer(
         many=True, required=False, help_text="Artifacts of the one trace in data, each linked by span_id or step."
     )
@@ -64,7 +65,7 @@ class StepSerializer(serializers.Serializer):
 class TraceImport(APIView):
     permission_classes = [StudyMember]
     required_level = "owner"  # as the other imports
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
 
     @extend_schema(
         summary="Import traces",

@@ -177,8 +177,9 @@
     if (!document.querySelector("mark.suggestion-evidence")) highlightTop();
     var p = panel();
     if (!p || p.getAttribute("data-guard") !== "1" || !p.querySelector("[data-guard-note]")) return;
-    if (!e.detail || e.detail.origin !== "user" || !window.htmx) return;
-    var url = p.getAttribute("data-panel-url") + "?chosen=" + encodeURIComponent(e.detail.failure_type || "1");
+    // The server shows the suggestions only for a type of the codebook (a choice, not a flag).
+    if (!e.detail || e.detail.origin !== "user" || !e.detail.failure_type || !window.htmx) return;
+    var url = p.getAttribute("data-panel-url") + "?chosen=" + encodeURIComponent(e.detail.failure_type);
     window.htmx.ajax("GET", url, {target: "#suggestion-panel", swap: "outerHTML"});
   });
 

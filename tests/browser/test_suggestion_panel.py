@@ -88,14 +88,14 @@ def test_the_anchoring_guard_shows_suggestions_only_after_a_first_choice(page, l
 
 
 def test_rejecting_marks_the_suggestion(page, live_server, login, demo):
-    from annotate.models import Suggestion, SuggestionStatus
+    from annotate.models import SuggestionRejection
 
     episode = _uncoded(demo, "demo-coder1")
     login("demo-coder1")
     page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
     page.get_by_role("button", name="Reject suggestion").click()
     expect(page.locator("#suggestion-panel")).to_contain_text("Rejected")
-    assert Suggestion.objects.filter(episode=episode, status=SuggestionStatus.REJECTED).exists()
+    assert SuggestionRejection.objects.filter(suggestion__episode=episode, coder__username="demo-coder1").exists()
 
 
 def test_the_study_page_starts_a_batch_and_the_quality_page_reports_it(

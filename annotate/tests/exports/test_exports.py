@@ -49,9 +49,33 @@ def test_the_demo_study_round_trips_through_import_dataset(demo, tmp_path, fmt):
     assert "82 episodes" in out.getvalue()
     again = tmp_path / f"again.{fmt}"
     call_command("export", "--study", "demo", "--format", fmt, "--out", str(again), stdout=io.StringIO())
+    # The imported episodes have ids of their own: everything else is the same, to the byte.
+    before, after = _rows(first, fmt), _rows(again, fmt)
+    assert [int(r.pop("episode_id")) for r in after] == list(
+        Study.objects.get(slug="demo").episodes.order_by("pk").values_list("pk", flat=True)
+    )
+    assert all(r.pop("episode_id") for r in before)
+    assert after == before
+    if fmt != "parquet":
+        assert _without_ids(again, fmt) == _without_ids(first, fmt)
+
+
+def _rows(path, fmt: str) -> list[dict]:
     if fmt == "parquet":
-        assert pq.read_table(again).to_pylist() == pq.read_table(first).to_pylist()
-    assert again.read_bytes() == first.read_bytes()
+        return pq.read_table(path).to_pylist()
+    if fmt == "csv":
+        return list(csv.DictReader(io.StringIO(path.read_text())))
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _without_ids(path, fmt: str) -> bytes:
+    """The file's bytes with each row's episode id blanked, where it stands (the third field)."""
+    import re
+
+    text = path.read_text()
+    if fmt == "csv":
+        return re.sub(r'(?m)^((?:"[^"]*",){2})"\d+",', r'\1"",', text).encode()
+    return re.sub(r'"episode_id":\d+', '"episode_id":0', text).encode()
 
 
 def test_an_export_holds_labels_coders_and_provenance(demo, tmp_path):
@@ -69,6 +93,29 @@ def test_an_export_holds_labels_coders_and_provenance(demo, tmp_path):
     assert "demo-coder1" not in path.read_text()
     assert all(r["codebook"] == "agentic-failures@1.0" for r in rows)
     assert rows[0]["imported_at"].endswith("Z")
+
+
+def test_each_row_names_its_episode_by_the_id_the_api_uses(demo, client, tmp_path):
+    from django.contrib.auth import get_user_model
+
+    path = tmp_path / "demo.jsonl"
+    call_command("export", "--study", "demo", "--format", "jsonl", "--out", str(path), stdout=io.StringIO())
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    ids = list(demo.episodes.order_by("pk").values_list("pk", flat=True))
+    assert [r["episode_id"] for r in rows] == ids
+    first = demo.episodes.select_related("document").get(pk=rows[0]["episode_id"])
+    assert (first.document.external_id, first.order) == (rows[0]["external_id"], rows[0]["episode_order"])
+    client.force_login(get_user_model().objects.get(username="demo-owner"))
+    text = b"".join(client.get("/api/v1/studies/demo/export/?format=csv").streaming_content).decode()
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert [int(r["episode_id"]) for r in table] == ids and list(table[0])[:3] == ["study", "codebook", "episode_id"]
+    assert pq.read_schema(_parquet(demo, tmp_path)).field("episode_id").type == "int64"
+
+
+def _parquet(demo, tmp_path):
+    path = tmp_path / "demo.parquet"
+    call_command("export", "--study", "demo", "--format", "parquet", "--out", str(path), stdout=io.StringIO())
+    return path
 
 
 def test_pseudonyms_are_stable_per_study_and_differ_across_studies(demo, tmp_path):

@@ -216,9 +216,10 @@ def test_it_rejects_a_suggestion_but_not_a_failed_or_used_one(study, make_episod
     ep = make_episode(study, body=RATE_LIMIT)
     suggestions_make(study=study, backend="local")
     s = Suggestion.objects.get(episode=ep)
-    suggestion_reject(suggestion=s, user=bob)
+    rejection = suggestion_reject(suggestion=s, user=bob)
     s.refresh_from_db()
-    assert s.status == SuggestionStatus.REJECTED and s.reviewed_by == bob
+    assert rejection.coder == bob and s.status == SuggestionStatus.PENDING  # Bob's own, not the study's
+    assert suggestion_reject(suggestion=s, user=bob) == rejection  # twice is once
     failed = Suggestion.objects.create(
         episode=ep, backend="openai", model="m", prompt_version="p", cache_key="k", error="bad"
     )
@@ -235,6 +236,7 @@ def test_it_rejects_a_suggestion_but_not_a_failed_or_used_one(study, make_episod
     assert used.status == SuggestionStatus.ACCEPTED
     with pytest.raises(ValidationError):
         suggestion_reject(suggestion=used, user=bob)
+    assert suggestion_reject(suggestion=used, user=study.memberships.get(role="owner").user)  # Alice may
 
 
 def test_the_suggest_command_reports(study, make_episode):

@@ -132,8 +132,7 @@ def test_without_the_guard_the_coding_page_loads_the_panel_at_once(suggested, st
 def test_it_rejects_a_suggestion(suggested, study, bob, charlie, login):
     ep, s = suggested
     r = login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/", HTTP_HX_REQUEST="true")
-    s.refresh_from_db()
-    assert r.status_code == 200 and s.status == SuggestionStatus.REJECTED and s.reviewed_by == bob
+    assert r.status_code == 200 and s.rejections.get().coder == bob
     assert "Rejected" in r.content.decode() and "Reject suggestion" not in r.content.decode()
     plain = login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/")
     assert plain.status_code == 302 and plain["Location"] == f"/studies/{study.slug}/episodes/{ep.pk}/code/"
@@ -170,3 +169,66 @@ def test_the_quality_page_reports_each_backend(suggested, study, bob, alice, ver
     assert "codebook-tfidf" in html and "Calibration of the top-1 type" in html and "100%" in html
     assert "Suggest codes for episodes" not in html  # viewers cannot start batches
     assert login(charlie).get(f"/studies/{study.slug}/suggestions/").status_code == 404
+
+
+def _after_arm(study, coder) -> None:
+    """Put `coder`'s next episode of the exposure experiment in the `after` arm (suggestions wait for a choice)."""
+    from annotate.coding.exposure import exposure_arm
+
+    study.queue_seed = next(seed for seed in range(100) if exposure_arm(seed, coder.pk, 0) == "after")
+    study.exposure_experiment = True
+    study.save(update_fields=["queue_seed", "exposure_experiment"])
+
+
+def test_in_the_after_arm_a_made_up_choice_does_not_show_suggestions(suggested, study, bob, login):
+    ep, s = suggested
+    _after_arm(study, bob)
+    url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
+    for made_up in ("1", "true", "NOT-A-TYPE", ""):
+        html = login(bob).get(url, {"chosen": made_up}, HTTP_HX_REQUEST="true").content.decode()
+        assert "data-guard-note" in html and "suggestion-candidate" not in html, made_up
+    shown = login(bob).get(url, {"chosen": "TUS-03"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "suggestion-candidate" in shown and s.failure_type.code in shown
+
+
+def test_in_the_after_arm_a_reject_before_choosing_neither_rejects_nor_shows(suggested, study, bob, login):
+    _, s = suggested
+    _after_arm(study, bob)
+    r = login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/", HTTP_HX_REQUEST="true")
+    html = r.content.decode()
+    assert r.status_code == 400 and "suggestion-candidate" not in html and "data-guard-note" in html
+    assert not s.rejections.exists()
+    chosen = login(bob).post(
+        f"/studies/{study.slug}/suggestions/{s.pk}/reject/", {"chosen": "TUS-03"}, HTTP_HX_REQUEST="true"
+    )
+    assert chosen.status_code == 200 and s.rejections.filter(coder=bob).exists()
+
+
+def test_a_rejection_is_the_coders_own(suggested, study, alice, bob, codes, login, django_user_model):
+    from annotate.models import Role
+    from annotate.studies.services import membership_set
+
+    ep, s = suggested
+    carol = django_user_model.objects.create_user(username="carol", password=PASSWORD)
+    membership_set(study=study, user=carol, role=Role.CODER)
+    url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
+    rejected = login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/", HTTP_HX_REQUEST="true")
+    assert "Rejected" in rejected.content.decode() and "Reject suggestion" not in rejected.content.decode()
+    carols = login(carol).get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "Reject suggestion" in carols and "✗" not in carols  # Bob's reject is Bob's
+    bobs = login(bob).get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "Reject suggestion" not in bobs and "✗ Rejected" in bobs
+    login(carol).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/", HTTP_HX_REQUEST="true")
+    s.refresh_from_db()
+    assert s.status == SuggestionStatus.PENDING  # nothing is decided for the whole study
+    assert sorted(s.rejections.values_list("coder__username", flat=True)) == ["bob", "carol"]
+    assert all(r.created_at for r in s.rejections.all())  # when, and who: the audit trail
+
+
+def test_the_quality_report_counts_a_suggestion_rejected_by_anyone_as_rejected(suggested, study, bob, login):
+    from annotate.suggestions.quality import suggestion_quality
+
+    _, s = suggested
+    login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/", HTTP_HX_REQUEST="true")
+    (backend,) = suggestion_quality(study).backends
+    assert (backend.rejected, backend.pending, backend.rejection_rate) == (1, 0, 1.0)
