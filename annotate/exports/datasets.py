@@ -158,7 +158,8 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                     continue
                 coding: dict[str, Any] = {}
                 for key in exports.CODING_KEYS:
-                    value = raw[prefix if key == "coder" else f"{prefix}_{key}"]
+                    # .get: exports from before a column was added (failure_type_original) still load.
+                    value = raw.get(prefix if key == "coder" else f"{prefix}_{key}", "")
                     if key in exports.CODING_BOOLS:
                         coding[key] = _bool(value)
                     else:
