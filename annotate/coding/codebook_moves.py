@@ -295,3 +295,44 @@ def coding_rows_before(migration: CodebookMigration) -> list[tuple]:
             )
         )  # fmt: skip
     return rows
+
+
+@dataclass(frozen=True)
+class RecodeNote:
+    """What the coding page shows on a coding (or adjudication) a migration queued again."""
+
+    old_code: str
+    old_name: str
+    from_label: str
+    to_label: str
+    targets: tuple[tuple[str, str], ...]  # (code, name) of the new types it was split into; empty: retired
+
+
+def recode_note(row: Coding | Adjudication) -> RecodeNote | None:
+    """Why `row` is queued again: its old type and what the migration made of it (two queries, only when queued)."""
+    if row.recode_from_id is None:
+        return None
+    old = FailureType.objects.select_related("codebook").get(pk=row.recode_from_id)
+    link = {"coding": row} if isinstance(row, Coding) else {"adjudication": row}
+    record = (
+        MigratedCode.objects.filter(requeued=True, migration__reverted_at__isnull=True, **link)
+        .select_related("migration__to_codebook")
+        .order_by("-id")
+        .first()
+    )
+    to_codebook = record.migration.to_codebook if record else None
+    codes = record.migration.mapping.get(old.code, []) if record else []
+    names = dict(FailureType.objects.filter(codebook=to_codebook, code__in=codes).values_list("code", "name"))
+    return RecodeNote(
+        old_code=old.code, old_name=old.name, from_label=old.codebook.label,
+        to_label=to_codebook.label if to_codebook else "", targets=tuple((c, names.get(c, "")) for c in codes),
+    )  # fmt: skip
+
+
+def readjudications(study: Study, *, limit: int = 50) -> list[Adjudication]:
+    """Adjudications a migration queued again (their type split or retired), for the adjudication list."""
+    return list(
+        Adjudication.objects.filter(episode__study=study, recode_from__isnull=False)
+        .select_related("episode__document", "recode_from")
+        .order_by("episode_id")[:limit]
+    )
