@@ -158,7 +158,8 @@ def codings_migrate(
                 objs, rows = [], []
         done = _flush(model, objs, rows, user, reason, now, done, total, progress)
     study.codebook = to_codebook
-    study.save(update_fields=["codebook"])
+    study.recoding = study.recoding or counts["requeued"] > 0
+    study.save(update_fields=["codebook", "recoding"])
     disagreement_refresh(study_id=study.pk)
     migration.counts = {"codings": sum(v for k, v in counts.items() if not k.startswith("adj")), **counts}
     migration.save(update_fields=["counts"])
@@ -243,7 +244,9 @@ def codebook_migration_revert(*, migration: CodebookMigration, user, progress: P
             if progress is not None:
                 progress(done, total)
     study.codebook_id = migration.from_codebook_id
-    study.save(update_fields=["codebook"])
+    queued = Coding.objects.filter(episode__study=study, recode_from__isnull=False)
+    study.recoding = queued.exclude(episode__status=EpisodeStatus.ADJUDICATED).exists()
+    study.save(update_fields=["codebook", "recoding"])
     disagreement_refresh(study_id=study.pk)
     migration.reverted_at, migration.reverted_by = now, user
     migration.save(update_fields=["reverted_at", "reverted_by"])

@@ -220,7 +220,9 @@ def lease_held(*, study: Study, coder) -> Episode | None:
 def _recode_for(study: Study, coder, skipped: set[int]) -> Episode | None:
     """The coder's first coding that a codebook migration queued again (its type split or retired),
     unless the episode was adjudicated meanwhile (the adjudicator decides then). Their own coding:
-    no lease, no room to claim. One query on the coder's index."""
+    no lease, no room to claim. No query in a study without such codings (Study.recoding)."""
+    if not study.recoding:
+        return None
     pending = (
         Coding.objects.filter(coder=coder, recode_from__isnull=False, episode__study=study)
         .exclude(episode__status=EpisodeStatus.ADJUDICATED)
@@ -230,6 +232,9 @@ def _recode_for(study: Study, coder, skipped: set[int]) -> Episode | None:
         .first()
     )
     if pending is None:
+        left = Coding.objects.filter(episode__study=study, recode_from__isnull=False)
+        if not left.exclude(episode__status=EpisodeStatus.ADJUDICATED).exists():
+            Study.objects.filter(pk=study.pk).update(recoding=False)  # all coded again: stop looking
         return None
     pending.episode.study = study
     return pending.episode

@@ -340,3 +340,21 @@ def test_an_export_of_a_migrated_study_loads_back_with_its_queued_codings(study,
     assert ("acme/agent#3", "", "TUS-03", "TUS-03") in state(loaded.study)
     queued = Coding.objects.filter(episode__study=loaded.study, recode_from__isnull=False)
     assert queued.count() == 3 and {c.recode_from.codebook_id for c in queued} == {codebook.pk}
+
+
+def test_the_queue_stops_looking_for_queued_codings_once_all_are_coded_again(study, codebook, coded, alice, bob):
+    _migrate(study, revised_codebook(codebook), alice)
+    study = Study.objects.get(pk=study.pk)
+    assert study.recoding
+    target = study.codebook
+    for coding in Coding.objects.filter(episode__study=study, recode_from__isnull=False).exclude(
+        episode=coded["adjudicated"]
+    ):
+        values = CodingValues(
+            failure_type=FailureType.objects.get(codebook=target, code="TUS-09"),
+            source=coding.source, stage=coding.stage, capability=coding.capability,
+        )  # fmt: skip
+        coding_save(episode=coding.episode, coder=coding.coder, values=values, version=coding.version)
+    # Alice's coding on the adjudicated episode still waits, for the adjudicator's decision: not the queue's.
+    assert episode_next(study=study, coder=bob) is None
+    assert not Study.objects.get(pk=study.pk).recoding

@@ -250,12 +250,11 @@ def test_next_costs_the_same_queries_whatever_the_study_size(
     Episode.objects.bulk_create(Episode(document=d, study=study, queue_key=(i * 7919) % n) for i, d in enumerate(docs))
     for ep in Episode.objects.all()[: n // 5]:
         coding_save(episode=ep, coder=alice, values=values, version=None)
-    # resume check, the coder's codings a codebook migration queued again (none), the k window heads (one
-    # UNION ALL where the database allows it), own codings and
+    # resume check, the k window heads (one UNION ALL where the database allows it), own codings and
     # others' leases among them (one UNION ALL), then the claim in its own savepoint: lock, re-count,
     # the coder's old leases (none to drop here), insert, release
     heads = 1 if connection.features.supports_slicing_ordering_in_compound else study.coders_per_episode
-    with django_assert_num_queries(9 + heads):
+    with django_assert_num_queries(8 + heads):
         assert episode_next(study=study, coder=bob) is not None
     with django_assert_num_queries(2):  # the held lease comes back (find it, renew it)
         assert episode_next(study=study, coder=bob) is not None
