@@ -1,11 +1,15 @@
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from annotate.analysis.cli import progress_bar, study_or_error
 from annotate.coding.codebook_maps import MapError, codebook_map_read, codebook_map_validate
-from annotate.coding.codebook_moves import RevertRefused, codebook_migration_revert, codings_migrate
+from annotate.coding.codebook_moves import (
+    RevertRefused,
+    codebook_migration_revert,
+    codings_migrate,
+    codings_move_preview,
+)
 from annotate.models import Role
 from taxonomy.services import CodebookError, parse_codebook_label
 
@@ -18,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--to", metavar="NAME@VERSION", help="the published codebook version to move to")
         parser.add_argument("--map", metavar="FILE", help='JSON map: {"types": {OLD: NEW | [NEW, ...] | null}}')
         parser.add_argument("--user", metavar="USERNAME", help="the owner recorded in history (default: the owner)")
-        parser.add_argument("--dry-run", action="store_true", help="validate and count, then roll back")
+        parser.add_argument("--dry-run", action="store_true", help="count what would change; write nothing")
         parser.add_argument("--revert", action="store_true", help="revert the study's latest migration")
 
     def handle(self, *args, study, to, map, user, dry_run, revert, **opts):
@@ -37,16 +41,20 @@ class Command(BaseCommand):
             raise CommandError(
                 "the map cannot be applied, nothing was written:\n  " + "\n  ".join(exc.problems)
             ) from exc
+        if dry_run:
+            counts = codings_move_preview(study=s, to_codebook=target, moves=moves)
+            self.stdout.write(f"{s.slug}: would move (dry run, nothing written) {s.codebook.label} -> {target.label}: "
+                              f"{_counts(counts)}")  # fmt: skip
+            return
         try:
-            with transaction.atomic(), progress_bar(self.stderr, "migrating", "codings") as progress:
+            with progress_bar(self.stderr, "migrating", "codings") as progress:
                 migration = codings_migrate(study=s, to_codebook=target, moves=moves, user=owner, progress=progress)
-                if dry_run:
-                    transaction.set_rollback(True)
         except (MapError, PermissionDenied) as exc:
             raise CommandError(str(exc)) from exc
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(migration.counts.items()))
-        verb = "would move (dry run, nothing written)" if dry_run else f"moved (migration {migration.pk})"
-        self.stdout.write(f"{s.slug}: {verb} {migration.from_codebook.label} -> {target.label}: {counts}")
+        self.stdout.write(
+            f"{s.slug}: moved (migration {migration.pk}) {migration.from_codebook.label} -> {target.label}: "
+            f"{_counts(migration.counts)}"
+        )
 
     def _revert(self, study, owner):
         migration = study.codebook_migrations.filter(reverted_at__isnull=True).first()
@@ -61,6 +69,10 @@ class Command(BaseCommand):
             f"{study.slug}: reverted migration {migration.pk}, back on {migration.from_codebook.label}: "
             f"restored {result['restored']}, of which edited since {result['edited_since']}"
         )
+
+
+def _counts(counts: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def _owner(study, username):

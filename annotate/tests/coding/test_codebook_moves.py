@@ -358,3 +358,14 @@ def test_the_queue_stops_looking_for_queued_codings_once_all_are_coded_again(stu
     # Alice's coding on the adjudicated episode still waits, for the adjudicator's decision: not the queue's.
     assert episode_next(study=study, coder=bob) is None
     assert not Study.objects.get(pk=study.pk).recoding
+
+
+def test_the_preview_counts_what_the_move_then_does_and_writes_nothing(study, codebook, coded, alice):
+    from annotate.coding.codebook_moves import codings_move_preview
+
+    target = revised_codebook(codebook)
+    moves = codebook_map_validate(study=study, to_codebook=target, raw=MAP)
+    before = _snapshot(study)
+    preview = codings_move_preview(study=study, to_codebook=target, moves=moves)
+    assert _snapshot(study) == before and not CodebookMigration.objects.exists()
+    assert preview == codings_migrate(study=study, to_codebook=target, moves=moves, user=alice).counts

@@ -158,3 +158,26 @@ def test_the_adjudication_list_shows_adjudications_to_decide_again(client, alice
     assert "1 adjudication to decide again" in listing and "<code>CTL-01</code>" in listing
     detail = client.get(f"/studies/alpha/episodes/{coded['retired'].pk}/adjudicate/").content.decode()
     assert "The adjudicated type was <code>CTL-01</code>" in detail
+
+
+def test_a_large_study_moves_in_a_job_with_progress(
+    client, alice, study, codebook, coded, eager_jobs, monkeypatch, django_capture_on_commit_callbacks
+):
+    from annotate.models import Job
+    from annotate.views import codebook_moves as page_module
+
+    monkeypatch.setattr(page_module, "INLINE_LIMIT", 3)  # the fixture's 8 codings count as a large study
+    target = revised_codebook(codebook)
+    client.force_login(alice)
+    page = client.get("/studies/alpha/settings/codebook/")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            "/studies/alpha/settings/codebook/",
+            _form(page, action="migrate", **{"map-PLN-02": "PLN-01", "retired-CTL-01": "on"}),
+        )
+    job = Job.objects.get(kind="codebook_migration")
+    assert response.status_code == 302 and response.url == f"/jobs/{job.pk}/"
+    assert job.status == "success", job.error
+    assert job.result["counts"]["requeued"] == 1 and (job.done, job.total) == (8, 8)
+    assert Study.objects.get(pk=study.pk).codebook_id == target.pk
+    assert CodebookMigration.objects.get().pk == job.result["migration"]
