@@ -15,6 +15,7 @@ from annotate.views import (
 )
 from annotate.views import analysis as analysis_views
 from annotate.views import codebook_data as codebook_data_views
+from annotate.views import codebook_moves as codebook_move_views
 from annotate.views import documents as document_views
 from annotate.views import incidents as incident_views
 from annotate.views import reports as report_views
@@ -44,6 +45,12 @@ urlpatterns = [
     path("studies/<slug:slug>/episodes/<int:pk>/adjudicate/", adjudication.adjudication_page, name="adjudication_page"),
     path("studies/<slug:slug>/adjudicate/", adjudication.adjudication_list, name="adjudication_list"),
     path("studies/<slug:slug>/settings/coding/", coding_settings.coding_settings, name="study_coding_settings"),
+    path("studies/<slug:slug>/settings/codebook/", codebook_move_views.codebook_version, name="codebook_version"),
+    path(
+        "studies/<slug:slug>/settings/codebook/<int:pk>/revert/",
+        codebook_move_views.codebook_revert,
+        name="codebook_revert",
+    ),
     path("studies/<slug:slug>/settings/webhook/", webhook_views.webhook_settings, name="study_webhook_settings"),
     path(
         "studies/<slug:slug>/settings/webhook/test/<str:event_id>/",

@@ -16,7 +16,7 @@ from annotate.coding.labels import final_label_values, resolve_label
 from annotate.models import Adjudication, Coding, Document, DocumentKind, Episode, Split, Study
 from lib import stats
 from lib.db.plans import serial_plans
-from taxonomy.models import Axis, AxisValue, Category, FailureType
+from taxonomy.models import Axis, AxisValue, Category, Codebook, FailureType
 
 KINDS = tuple(DocumentKind.values)  # github_issue, literature, incident: the stream order of designs
 NOT_A_FAILURE = "not_a_failure"
@@ -44,9 +44,10 @@ class Axes:
         return getattr(self, axis)[i][0]
 
 
-def codebook_axes(study: Study) -> Axes:
-    """The study codebook's axis values, categories and types (three queries)."""
-    cb = study.codebook
+def codebook_axes(study: Study, codebook: Codebook | None = None) -> Axes:
+    """The study codebook's axis values, categories and types (three queries); `codebook`: an earlier version
+    the study used (agreement per version, annotate.coding.codebook_moves)."""
+    cb = codebook or study.codebook
     values: dict[str, list[AxisValue]] = {a: [] for a in Axis.values}
     for v in AxisValue.objects.filter(codebook=cb).order_by("axis", "order", "id"):
         values[v.axis].append(v)

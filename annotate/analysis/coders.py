@@ -13,6 +13,7 @@ from annotate.analysis.arrays import NOT_A_FAILURE, Axes, _idx, codebook_axes
 from annotate.analysis.attribution import attribution_document
 from annotate.analysis.documents import NEEDS_NEW_TYPE, _f
 from annotate.analysis.params import LEVEL
+from annotate.coding.codebook_moves import codebook_versions, coding_rows_before
 from annotate.models import Coding, Study
 from lib import stats
 from taxonomy.models import Axis
@@ -36,15 +37,22 @@ class CoderArrays:
     categories: dict  # axis -> tuple of category codes (index = code value)
 
 
-def coder_arrays(study: Study, axes: Axes | None = None) -> CoderArrays:
-    """All codings of the study's episodes (all splits) in two queries after the codebook's."""
+def coder_arrays(study: Study, axes: Axes | None = None, rows: list[tuple] | None = None) -> CoderArrays:
+    """All codings of the study's episodes (all splits) in two queries after the codebook's.
+
+    Codings a codebook migration queued again (recode_from) are left out until coded again.
+    `rows`: the codings as they were under an earlier version (annotate.coding.codebook_moves),
+    with `axes` of that version, instead of the study's codings now.
+    """
     axes = axes or codebook_axes(study)
-    rows = sorted(
-        Coding.objects.filter(episode__study=study).values_list(
-            "episode_id", "coder_id", "failure_type_id", "source_id", "stage_id", "capability_id",
-            "not_a_failure", "needs_new_type",
-        )
-    )  # fmt: skip
+    if rows is None:
+        rows = list(
+            Coding.objects.filter(episode__study=study, recode_from__isnull=True).values_list(
+                "episode_id", "coder_id", "failure_type_id", "source_id", "stage_id", "capability_id",
+                "not_a_failure", "needs_new_type",
+            )
+        )  # fmt: skip
+    rows = sorted(rows)
     coder_ids = sorted({r[1] for r in rows})
     names = dict(get_user_model().objects.filter(pk__in=coder_ids).values_list("pk", "username"))
     episodes = sorted({r[0] for r in rows})
@@ -139,10 +147,25 @@ def _confusion(m: np.ndarray, labels: tuple[str, ...]) -> dict:
     return {"labels": [labels[i] for i in used], "matrix": m[np.ix_(used, used)].astype(int).tolist()}
 
 
-def agreement_document(study: Study, *, bootstrap: int = AGREEMENT_B, seed: int = 0, level: float = LEVEL) -> dict:
-    """Agreement per axis and overall, per coder pair, with bootstrap intervals over episodes."""
-    axes = codebook_axes(study)
-    arr = coder_arrays(study, axes)
+def _version_arrays(study: Study, version: str | None) -> tuple[list, Axes, CoderArrays]:
+    """The study's codebook versions, and the axes and coder arrays of the one asked for (None: now)."""
+    versions = codebook_versions(study)
+    chosen = next((v for v in versions if version in (v.label, v.version)), None)
+    if version is not None and chosen is None:
+        raise ValueError(f"the study never used codebook version {version!r}")
+    if chosen is None or chosen.migration is None:
+        axes = codebook_axes(study)
+        return versions, axes, coder_arrays(study, axes)
+    axes = codebook_axes(study, chosen.codebook)
+    return versions, axes, coder_arrays(study, axes, coding_rows_before(chosen.migration))
+
+
+def agreement_document(
+    study: Study, *, bootstrap: int = AGREEMENT_B, seed: int = 0, level: float = LEVEL, version: str | None = None
+) -> dict:
+    """Agreement per axis and overall, per coder pair, with bootstrap intervals over episodes; `version`: an
+    earlier codebook version of the study, with its codings as the migration away from it found them."""
+    versions, axes, arr = _version_arrays(study, version)
     out_axes = []
     worst = []
     chance = chance_categories(axes)
@@ -202,6 +225,7 @@ def agreement_document(study: Study, *, bootstrap: int = AGREEMENT_B, seed: int 
             "level": level,
             "resampling": "episodes with replacement",
             "codebook": axes.codebook,
+            "codebook_versions": [v.label for v in versions],
             "episodes": "all splits; observed agreement uses episodes coded by two or more coders, chance "
             "agreement every coded episode (Gwet's generalised formulas)",
             "interval": "percentile; one-sided clopper_pearson_one_sided lower bound at perfect or near-perfect "

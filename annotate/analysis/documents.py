@@ -401,6 +401,8 @@ def finished_bootstrap(study: Study, params: Params) -> dict | None:
         got, c = doc.get("parameters", {}), doc.get("contrast", {})
         same = (
             doc.get("data", {}).get("fingerprint") == fingerprint
+            # Label indices can be equal under two codebook versions (a rename): never reuse across a migration.
+            and got.get("codebook") == axes.codebook
             and got.get("bootstrap") == params.bootstrap
             and got.get("seed") == params.seed
             and got.get("interval") == params.interval

@@ -78,6 +78,7 @@ def adjudication_save(*, episode: Episode, adjudicator, values: AdjudicationValu
     adjudication.not_a_failure = values.not_a_failure
     adjudication.needs_new_type = values.needs_new_type and not values.not_a_failure
     adjudication.rationale = values.rationale.strip()
+    adjudication.recode_from = None  # decided again after a codebook migration split or retired its type
     adjudication.decisive_step = None if values.not_a_failure else values.decisive_step
     adjudication.responsible_agent = "" if values.not_a_failure else values.responsible_agent.strip()
     adjudication._history_user = adjudicator

@@ -15,3 +15,19 @@ def job_recount(*, job, progress) -> dict[str, Any]:
     fixed = episodes_recount(study=job.study)
     progress(1, 1)
     return {"fixed": fixed}
+
+
+@job_handler("codebook_migration")
+def job_codebook_migration(*, job, progress) -> dict[str, Any]:
+    """Job handler: move a large study's codings to another codebook version (params: to, the codebook's id;
+    map, the map document). The map is validated again: codings may have changed since it was made."""
+    from annotate.coding.codebook_maps import codebook_map_validate
+    from annotate.coding.codebook_moves import codings_migrate
+    from taxonomy.models import Codebook
+
+    target = Codebook.objects.get(pk=job.params["to"])
+    moves = codebook_map_validate(study=job.study, to_codebook=target, raw=job.params["map"])
+    migration = codings_migrate(
+        study=job.study, to_codebook=target, moves=moves, user=job.created_by, progress=progress
+    )
+    return {"migration": migration.pk, "to": target.label, "counts": migration.counts}

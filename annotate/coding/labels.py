@@ -32,6 +32,9 @@ class Reason:
     INCOMPLETE = "incomplete"  # fewer than k codings
     DISAGREEMENT = "disagreement"  # coders disagree and nobody adjudicated
     NOT_CODED_BY_CODER = "not_coded_by_label_coder"
+    # After a codebook migration split or retired its type (annotate.coding.codebook_moves).
+    RECODE = "awaiting_recoding"
+    READJUDICATE = "awaiting_readjudication"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,12 @@ class CodingRow(NamedTuple):
     capability_id: int | None
     not_a_failure: bool
     needs_new_type: bool
+    recode_from_id: int | None = None
+
+
+def _pending(row) -> bool:
+    """A coding or adjudication whose type a codebook migration split or retired, not yet coded again."""
+    return getattr(row, "recode_from_id", None) is not None
 
 
 def _codes(row) -> tuple:
@@ -80,11 +89,17 @@ def resolve_label(
         mine = [c for c in codings if c.coder_id == label_coder_id]
         if not mine:
             return FinalLabel(LabelStatus.NONE, Reason.NOT_CODED_BY_CODER)
+        if _pending(mine[0]):
+            return FinalLabel(LabelStatus.NONE, Reason.RECODE)
         return FinalLabel(LabelStatus.SINGLE_CODER, "", *_codes(mine[0]))
     if adjudication is not None:
+        if _pending(adjudication):
+            return FinalLabel(LabelStatus.NONE, Reason.READJUDICATE)
         return FinalLabel(LabelStatus.ADJUDICATED, "", *_codes(adjudication))
     if not codings:
         return FinalLabel(LabelStatus.NONE, Reason.UNCODED)
+    if any(_pending(c) for c in codings):
+        return FinalLabel(LabelStatus.NONE, Reason.RECODE)
     if len(codings) < k:
         return FinalLabel(LabelStatus.NONE, Reason.INCOMPLETE)
     first = _codes(codings[0])

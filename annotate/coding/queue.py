@@ -217,9 +217,33 @@ def lease_held(*, study: Study, coder) -> Episode | None:
     return held.episode if held is not None else None
 
 
+def _recode_for(study: Study, coder, skipped: set[int]) -> Episode | None:
+    """The coder's first coding that a codebook migration queued again (its type split or retired),
+    unless the episode was adjudicated meanwhile (the adjudicator decides then). Their own coding:
+    no lease, no room to claim. No query in a study without such codings (Study.recoding)."""
+    if not study.recoding:
+        return None
+    pending = (
+        Coding.objects.filter(coder=coder, recode_from__isnull=False, episode__study=study)
+        .exclude(episode__status=EpisodeStatus.ADJUDICATED)
+        .exclude(episode_id__in=skipped)
+        .select_related("episode")
+        .order_by("episode_id")
+        .first()
+    )
+    if pending is None:
+        left = Coding.objects.filter(episode__study=study, recode_from__isnull=False)
+        if not left.exclude(episode__status=EpisodeStatus.ADJUDICATED).exists():
+            Study.objects.filter(pk=study.pk).update(recoding=False)  # all coded again: stop looking
+        return None
+    pending.episode.study = study
+    return pending.episode
+
+
 def episode_next(*, study: Study, coder, skipped: Iterable[int] = (), resume: bool = True) -> Episode | None:
     """Claim the next episode for `coder` and return it, or None when nothing is left for them.
 
+    A coder whose codings a codebook migration queued again gets those first (_recode_for).
     A coder who already holds a live lease in this study gets that episode back,
     so reloading "next" never hands out a second episode. `resume=False` skips that
     lookup where the caller knows the coder holds none (their first coding of an
@@ -239,6 +263,9 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = (), resume: bo
         held.episode.study = study
         return held.episode
     skipped = set(skipped)
+    recode = _recode_for(study, coder, skipped)
+    if recode is not None:
+        return recode
     episode = None
     for size in WINDOWS:
         episode = _claim_first(_window(study, coder, now, skipped, size)[:CLAIM_ATTEMPTS], study, coder, now)
@@ -248,7 +275,7 @@ def episode_next(*, study: Study, coder, skipped: Iterable[int] = (), resume: bo
         base = _open_for(study, coder, now)
         episode = _claim_first(_scan(base.exclude(pk__in=skipped), study), study, coder, now)
         if episode is None and skipped:
-            episode = _claim_first(_scan(base, study), study, coder, now)
+            episode = _claim_first(_scan(base, study), study, coder, now) or _recode_for(study, coder, set())
     return episode
 
 

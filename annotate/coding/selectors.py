@@ -338,13 +338,12 @@ def disagreement_page(
     for c in (
         Coding.objects.filter(episode_id__in=ids)
         .select_related("coder")
-        .only(*fields, "needs_new_type")
+        .only(*fields, "needs_new_type", "recode_from")
         .order_by("coder__username")
     ):
         codings.setdefault(c.episode_id, []).append(c)
-    adjudications = (
-        {a.episode_id: a for a in Adjudication.objects.filter(episode_id__in=ids).only("episode_id")} if ids else {}
-    )
+    adjudicated = Adjudication.objects.filter(episode_id__in=ids).only("episode_id", "recode_from")
+    adjudications = {a.episode_id: a for a in adjudicated} if ids else {}
     rows = []
     for ep in episodes:
         mine = codings.get(ep.pk, [])

@@ -350,6 +350,14 @@ def coding_save(
     return coding
 
 
+def _recode_done(coding: Coding) -> list[str]:
+    """A coding saved again after a codebook migration split or retired its type is no longer queued."""
+    if coding.recode_from_id is None:
+        return []
+    coding.recode_from = None
+    return ["recode_from"]
+
+
 def coding_write(
     *,
     episode: Episode,
@@ -412,6 +420,7 @@ def coding_write(
     if from_suggestion is not None and current.from_suggestion_id != from_suggestion.pk:
         current.from_suggestion = from_suggestion
         changed.append("from_suggestion")
+    changed += _recode_done(current)
     # The codes as the caller has them (same ids where unchanged), so reading them back costs no query.
     current.coder = coder
     for name in CODE_FIELDS:
@@ -419,7 +428,7 @@ def coding_write(
     if not changed:
         return current
     for name in changed:
-        if name != "from_suggestion":
+        if name not in ("from_suggestion", "recode_from"):
             setattr(current, name, getattr(values, name))
     # The row is locked (select_for_update), so a plain increment is safe.
     current.version += 1

@@ -162,7 +162,8 @@ def _rows_csv(path: Path) -> Iterator[dict]:
                     continue
                 coding: dict[str, Any] = {}
                 for key in exports.CODING_KEYS:
-                    value = raw[prefix if key == "coder" else f"{prefix}_{key}"]
+                    # .get: exports from before a column was added (failure_type_original) still load.
+                    value = raw.get(prefix if key == "coder" else f"{prefix}_{key}", "")
                     if key in exports.CODING_BOOLS:
                         coding[key] = _bool(value)
                     else:
@@ -230,6 +231,23 @@ class _Lookup:
         if code not in self.types:
             raise ValidationError({"file": f"{where}: unknown failure type '{code}'"})
         return self.types[code]
+
+    def earlier_type(self, code: str, where: str) -> FailureType:
+        """A coding queued again after a codebook migration names its type of an earlier version of the
+        same codebook: the newest version loaded here that has the code."""
+        codebook = next(iter(self.types.values())).codebook
+        found = (
+            FailureType.objects.filter(codebook__name=codebook.name, code=code)
+            .exclude(codebook=codebook)
+            .order_by("-codebook__created_at", "-codebook_id")
+            .first()
+        )
+        if found is None:
+            raise ValidationError(
+                {"file": f"{where}: a coding waits to be coded again after a codebook migration from type '{code}', "
+                 f"which no other version of {codebook.name} loaded here has; load that version first"}
+            )  # fmt: skip
+        return found
 
     def value(self, axis: str, code: str | None, where: str) -> AxisValue | None:
         if code is None:
@@ -410,6 +428,15 @@ def _row_codings(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, *, k:
             needs_new_type=bool(c["needs_new_type"]), confidence=c["confidence"] or "medium",
             evidence=evidence, evidence_start=start, evidence_end=end,
         )  # fmt: skip
+        coding.failure_type_original = c.get("failure_type_original") or ""
+        if (
+            coding.failure_type is None
+            and not (coding.not_a_failure or coding.needs_new_type)
+            and coding.failure_type_original
+        ):
+            coding.recode_from = lookup.earlier_type(coding.failure_type_original, where)
+        if coding.failure_type_original == c["failure_type"]:
+            coding.failure_type_original = ""  # never moved: the export writes the code twice
         coding._times = (_time(c["created_at"]), _time(c["updated_at"]))
         coding._from_suggestion = c["from_suggestion"]
         codings.append(coding)

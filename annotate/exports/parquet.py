@@ -14,7 +14,8 @@ def parquet_schema():
     ts = pa.timestamp("us", tz="UTC")
     coding = pa.struct(
         [
-            ("coder", pa.string()), ("failure_type", pa.string()), ("source", pa.string()), ("stage", pa.string()),
+            ("coder", pa.string()), ("failure_type", pa.string()), ("failure_type_original", pa.string()),
+            ("source", pa.string()), ("stage", pa.string()),
             ("capability", pa.string()), ("not_a_failure", pa.bool_()), ("not_a_failure_reason", pa.string()),
             ("needs_new_type", pa.bool_()), ("confidence", pa.string()), ("evidence", pa.string()),
             ("from_suggestion", pa.bool_()), ("created_at", ts), ("updated_at", ts),

@@ -58,8 +58,8 @@ BASE_COLUMNS = [
     "imported_at", "episode_created_at", "first_coded_at", "last_coded_at",
 ]  # fmt: skip
 CODING_KEYS = [
-    "coder", "failure_type", "source", "stage", "capability", "not_a_failure", "not_a_failure_reason",
-    "needs_new_type", "confidence", "evidence", "from_suggestion", "created_at", "updated_at",
+    "coder", "failure_type", "failure_type_original", "source", "stage", "capability", "not_a_failure",
+    "not_a_failure_reason", "needs_new_type", "confidence", "evidence", "from_suggestion", "created_at", "updated_at",
 ]  # fmt: skip
 BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted"}
 INT_COLUMNS = {"episode_id", "episode_order", "excerpt_start", "excerpt_end"}
@@ -82,6 +82,7 @@ class _Codes(NamedTuple):
     capability_id: int | None
     not_a_failure: bool
     needs_new_type: bool
+    recode_from_id: int | None = None  # a type a codebook migration split or retired: not a label yet
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -208,11 +209,11 @@ EPISODE_FIELDS = (
 CODING_FIELDS = (
     "episode_id", "coder_id", "failure_type_id", "source_id", "stage_id", "capability_id", "not_a_failure",
     "needs_new_type", "not_a_failure_reason", "confidence", "evidence", "from_suggestion_id", "created_at",
-    "updated_at",
+    "updated_at", "recode_from_id", "failure_type_original",
 )  # fmt: skip
 ADJ_FIELDS = (
     "episode_id", "adjudicator_id", "failure_type_id", "source_id", "stage_id", "capability_id", "not_a_failure",
-    "needs_new_type", "rationale",
+    "needs_new_type", "rationale", "recode_from_id",
 )  # fmt: skip
 SUGGESTION_FIELDS = (
     "episode_id", "backend", "model", "prompt_version", "failure_type_id", "confidence", "status",
@@ -306,6 +307,8 @@ def _codings(rows, names: CoderNames, types: dict, values: dict) -> list[dict[st
             {
                 "coder": names(c[1]),
                 "failure_type": types.get(c[2]),
+                # The code the coder chose, before any codebook migration moved it (annotate.coding.codebook_moves).
+                "failure_type_original": c[15] or types.get(c[2]),
                 "source": values.get(c[3]),
                 "stage": values.get(c[4]),
                 "capability": values.get(c[5]),
@@ -339,8 +342,8 @@ def export_rows(
             rows = codings.get(ep_id, ())
             adj = adjudications.get(ep_id)
             label = resolve_label(
-                adjudication=_Codes(*adj[1:8]) if adj else None,
-                codings=[_Codes(*c[1:8]) for c in rows],
+                adjudication=_Codes(*adj[1:8], adj[9]) if adj else None,
+                codings=[_Codes(*c[1:8], c[14]) for c in rows],
                 k=k,
                 rule=rule,
                 label_coder_id=label_coder,

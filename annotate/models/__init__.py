@@ -6,6 +6,7 @@ Import from `annotate.models`; the modules are how the file is read, not an API.
 
 from __future__ import annotations
 
+from annotate.models.codebook_moves import CodebookMigration, MigratedCode
 from annotate.models.coding import Adjudication, Coding, CodingExposure, Confidence, ExposureArm, Lease
 from annotate.models.documents import Document, DocumentKind, Episode, EpisodeStatus, Split, TriageEvent, TriageStatus
 from annotate.models.jobs import Job, JobStatus
@@ -25,6 +26,7 @@ __all__ = [
     "Adjudication",
     "ApiToken",
     "Artifact",
+    "CodebookMigration",
     "Coding",
     "CodingExposure",
     "Confidence",
@@ -40,6 +42,7 @@ __all__ = [
     "Lease",
     "LocalModel",
     "Membership",
+    "MigratedCode",
     "QueueOrder",
     "Role",
     "Split",

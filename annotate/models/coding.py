@@ -58,6 +58,12 @@ class Coding(models.Model):
     # Who and when (trace episodes only): the step that decided the failure and the agent to blame.
     decisive_step = models.PositiveIntegerField(null=True, blank=True)
     responsible_agent = models.CharField(max_length=200, blank=True)
+    # After a codebook migration (annotate.coding.codebook_moves): the type of the earlier version this
+    # coding had when that type was split or retired, so the coder chooses again; its failure_type is
+    # empty meanwhile and analysis leaves it out. And the type the coder first chose, before any
+    # migration, which exports carry next to the migrated one (blank: never migrated).
+    recode_from = models.ForeignKey(FailureType, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    failure_type_original = models.CharField(max_length=20, blank=True)
 
     # Optimistic locking: a save must name the version it was built on.
     version = models.PositiveIntegerField(default=1)
@@ -72,7 +78,7 @@ class Coding(models.Model):
                 condition=Q(not_a_failure=True)
                 | (
                     Q(source__isnull=False, stage__isnull=False, capability__isnull=False)
-                    & (Q(failure_type__isnull=False) | Q(needs_new_type=True))
+                    & (Q(failure_type__isnull=False) | Q(needs_new_type=True) | Q(recode_from__isnull=False))
                 ),
                 name="coding_complete_unless_not_a_failure",
             ),
@@ -97,6 +103,12 @@ class Adjudication(models.Model):
     # Who and when (trace episodes only): the step that decided the failure and the agent to blame.
     decisive_step = models.PositiveIntegerField(null=True, blank=True)
     responsible_agent = models.CharField(max_length=200, blank=True)
+    # After a codebook migration (annotate.coding.codebook_moves): the type of the earlier version this
+    # coding had when that type was split or retired, so the adjudicator decides again; its failure_type is
+    # empty meanwhile and analysis leaves it out. And the type first decided, before any
+    # migration, which exports carry next to the migrated one (blank: never migrated).
+    recode_from = models.ForeignKey(FailureType, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    failure_type_original = models.CharField(max_length=20, blank=True)
     rationale = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -108,7 +120,7 @@ class Adjudication(models.Model):
                 condition=Q(not_a_failure=True)
                 | (
                     Q(source__isnull=False, stage__isnull=False, capability__isnull=False)
-                    & (Q(failure_type__isnull=False) | Q(needs_new_type=True))
+                    & (Q(failure_type__isnull=False) | Q(needs_new_type=True) | Q(recode_from__isnull=False))
                 ),
                 name="adjudication_complete_unless_not_a_failure",
             ),

@@ -51,6 +51,10 @@ class Study(models.Model):
         default=0.3, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
     )
 
+    # Set when a codebook migration queued codings again (their type split or retired), so "next" looks
+    # for a coder's queued codings only in such a study; cleared once none is left.
+    recoding = models.BooleanField(default=False)
+
     # Which labels analysis uses.
     label_rule = models.CharField(max_length=20, choices=LabelRule.choices, default=LabelRule.CONSENSUS)
     label_coder = models.ForeignKey(

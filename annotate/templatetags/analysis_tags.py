@@ -41,24 +41,52 @@ def interval(low, high, kind: str = "pct") -> str:
     return f"[{fmt(low)}, {fmt(high)}]"
 
 
+ONE_SIDED_TITLE = (
+    "One-sided lower bound: the bootstrap interval collapses at perfect or near-perfect agreement, so a "
+    "Clopper-Pearson bound on the share of disagreeing episodes, carried through the chance correction, is shown"
+)
+
+
 @register.simple_tag
-def estimate(e: dict, kind: str = "num") -> str:
-    """An agreement estimate: value, its interval (or one-sided bound), why it is missing, and any warning."""
+def estimate(e: dict, kind: str = "num", bounds: str = "inline") -> str:
+    """An agreement estimate: value, its two-sided interval, why it is missing, and any warning.
+
+    A one-sided lower bound is never written as if it were an interval: `bounds="inline"` writes
+    it out as "≥ x (one-sided lower bound)"; `bounds="column"` (tables) marks the value with †
+    and leaves the bound to the table's own column (one_sided_bounds).
+    """
     fmt = {"pct": pct, "pp": pp, "num": num}[kind]
     if e.get("value") is None:
         return format_html('— <span class="muted">{}</span>', e.get("reason", ""))
-    if e.get("one_sided"):
+    if e.get("one_sided") and bounds == "column":
+        ci = format_html('<sup class="one-sided-mark" title="{}">†</sup>', ONE_SIDED_TITLE)
+    elif e.get("one_sided"):
         ci = format_html(
-            '<span class="muted" title="One-sided lower bound: Clopper-Pearson bound on the share of disagreeing '
-            'episodes, carried through the chance correction">≥ {} (one-sided)</span>',
+            '<span class="one-sided" title="{}">≥ {} <span class="muted">(one-sided lower bound)</span></span>',
+            ONE_SIDED_TITLE,
             fmt(e["ci_low"]),
         )
     elif e.get("ci_low") is not None:
-        ci = format_html('<span class="muted">[{}, {}]</span>', fmt(e["ci_low"]), fmt(e["ci_high"]))
+        ci = format_html('<span class="muted ci">[{}, {}]</span>', fmt(e["ci_low"]), fmt(e["ci_high"]))
     else:
         ci = format_html('<span class="muted">{}</span>', e.get("reason", ""))
     warning = format_html(' <span class="warn" role="note">⚠ {}</span>', e["warning"]) if e.get("warning") else ""
     return format_html("{} {}{}", fmt(e["value"]), ci, warning)
+
+
+@register.simple_tag
+def one_sided_bounds(row: dict) -> str:
+    """The one-sided lower bounds of an agreement row's statistics, for their own column ("" when none)."""
+    stats = (("percent_agreement", "% agreement", pct), ("fleiss_kappa", "κ", num),
+             ("krippendorff_alpha", "\u03b1", num), ("gwet_ac1", "AC1", num))  # fmt: skip
+    parts = [
+        format_html('<span class="one-sided">{} ≥ {}</span>', name, fmt(row[key]["ci_low"]))
+        for key, name, fmt in stats
+        if row.get(key, {}).get("one_sided") and row[key].get("value") is not None
+    ]
+    if not parts:
+        return format_html('<span class="muted">{}</span>', MISSING)
+    return format_html('<span class="one-sided-mark">†</span> {}', format_html(" ".join("{}" for _ in parts), *parts))
 
 
 @register.filter

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotate.coding.adjudication import adjudication_save
+from annotate.coding.codebook_moves import readjudications, recode_note
 from annotate.coding.forms import AdjudicationForm
 from annotate.coding.labels import disagreeing_axes
 from annotate.coding.selectors import (
@@ -59,8 +60,10 @@ def adjudication_list(request: HttpRequest, study: Study) -> HttpResponse:
         "type_code": type_code if failure_type else "", "done": done, "type_options": picker.type_options(type_code),
         "unknown_type": type_code if type_code and not failure_type else "", "axis_labels": AXIS_LABELS,
     }  # fmt: skip
-    template = "annotate/partials/_adjudication_rows.html" if request.htmx else "annotate/adjudication_list.html"
-    return render(request, template, context)
+    if request.htmx:
+        return render(request, "annotate/partials/_adjudication_rows.html", context)
+    context["redecide"] = readjudications(study)
+    return render(request, "annotate/adjudication_list.html", context)
 
 
 def _initial(codings, adjudication: Adjudication | None, source_coding, picker: Picker) -> dict:
@@ -119,7 +122,7 @@ def adjudication_page(request: HttpRequest, study: Study, pk: int) -> HttpRespon
         "text": episode_text(episode)[:DISPLAY_LIMIT], "groups": axis_groups(picker, values, form.errors),
         "type_options": picker.type_options(values.get("failure_type")),
         "chosen_type": picker.type_by_code.get(values.get("failure_type") or ""),
-        "left": disagreeing_episodes(study).count(),
+        "left": disagreeing_episodes(study).count(), "recode": recode_note(adjudication) if adjudication else None,
         "trace_agents": trace_summary_of(episode.document).get("agents") if has_steps(episode.document) else None,
         "trace": trace_window(episode.document) if has_steps(episode.document) else None,
     }  # fmt: skip

@@ -35,6 +35,7 @@ from annotate.models import Episode, Job, Study
 from annotate.views.access import study_view
 from annotate.views.reports import report_job_for
 from lib import stats
+from taxonomy.services import parse_codebook_label
 
 PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
 METHODS = [(m, stats.CELL_METHOD_NAMES[m]) for m in stats.CELL_METHODS]
@@ -190,12 +191,17 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
         bootstrap, seed = -1, -1
     if not (100 <= bootstrap <= 20000 and 0 <= seed < 2**32):
         return render(request, "annotate/agreement.html", {"study": study, "error": True}, status=400)
-    doc = agreement_document(study, bootstrap=bootstrap, seed=seed)
+    version = request.GET.get("version") or None
+    try:
+        doc = agreement_document(study, bootstrap=bootstrap, seed=seed, version=version)
+    except ValueError as exc:
+        return render(request, "annotate/agreement.html", {"study": study, "error": str(exc)}, status=400)
     if request.GET.get("format") == "json":
         return _download(study, "agreement", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
     axis = request.GET.get("axis") or "failure_type"
     chosen = next((a for a in doc["axes"] if a["axis"] == axis), doc["axes"][0])
-    picker = codebook_picker(study.codebook)
+    # Names and categories of the version the numbers use (an earlier one, after a codebook migration).
+    picker = codebook_picker(parse_codebook_label(doc["parameters"]["codebook"]))
     drill = request.GET.get("category", "")
     drill = drill if any(code == drill for code, _, _ in picker.categories) else ""
     # 56 x 56 types cannot be read: failure types are shown by category first, then one category's types.
@@ -207,7 +213,7 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
     context = {
         "study": study, "membership": request.membership, "doc": doc, "chosen": chosen,
         "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
-        "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""),
+        "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""), "version": version,
     }  # fmt: skip
     return render(request, "annotate/agreement.html", context)
 

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
+from annotate.coding.codebook_moves import recode_note
 from annotate.coding.experiment import exposure_offer, exposure_record, suggestions_wait_for_choice
 from annotate.coding.forms import CodingForm
 from annotate.coding.queue import lease_claim, lease_room, live_lease_of
@@ -133,6 +134,7 @@ def _render(request, study, episode, picker, mine, values, *, status=200, **extr
     offer = exposure_offer(study=study, coder=request.user, episode=episode)
     context.update(suggest_guard=suggestions_wait_for_choice(study, offer), exposure_token=offer.token if offer else "")
     context.update(_trace_context(request, episode, visible))
+    context["recode"] = recode_note(mine) if mine is not None else None
     template = "annotate/partials/_coding_panel.html" if request.htmx else "annotate/coding.html"
     return render(request, template, context, status=status)
 

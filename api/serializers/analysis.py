@@ -52,6 +52,11 @@ class AgreementQuerySerializer(serializers.Serializer):
         required=False, default=AGREEMENT_B, min_value=100, max_value=20000, help_text="Replicates over episodes."
     )
     seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**32 - 1)
+    version = serializers.CharField(
+        required=False, default=None, allow_null=True, max_length=150,
+        help_text="An earlier codebook version of the study (NAME@VERSION or VERSION), after a codebook migration: "
+        "agreement of the codings as the migration found them. Default: the study's codebook now.",
+    )  # fmt: skip
 
 
 class EstimateSerializer(serializers.Serializer):

@@ -141,3 +141,25 @@ def test_the_schema_describes_the_analysis_endpoints(alice, as_user):
     assert "400" in matrix["responses"]
     for path in ("agreement", "coverage"):
         assert "200" in schema["paths"][f"/api/v1/studies/{{slug}}/{path}/"]["get"]["responses"]
+
+
+def test_it_serves_agreement_per_codebook_version(paper, alice, as_user, codebook):
+    from annotate.coding.codebook_maps import codebook_map_validate
+    from annotate.coding.codebook_moves import codings_migrate
+    from annotate.models import Study
+    from annotate.tests.factories.codebook_revision import MAP, revised_codebook
+
+    study = Study.objects.get(slug="alpha")
+    target = revised_codebook(codebook)
+    codings_migrate(
+        study=study, to_codebook=target, user=alice,
+        moves=codebook_map_validate(study=study, to_codebook=target, raw=MAP),
+    )  # fmt: skip
+    client = as_user(alice)
+    now = client.get("/api/v1/studies/alpha/agreement/?bootstrap=200").json()
+    then = client.get("/api/v1/studies/alpha/agreement/?bootstrap=200&version=1.0").json()
+    assert now["parameters"]["codebook"] == "agentic-failures@1.1"
+    assert then["parameters"]["codebook"] == "agentic-failures@1.0"
+    assert now["parameters"]["codebook_versions"] == ["agentic-failures@1.1", "agentic-failures@1.0"]
+    bad = client.get("/api/v1/studies/alpha/agreement/?version=7.7")
+    assert bad.status_code == 400 and "never used codebook version" in bad.json()["version"][0]

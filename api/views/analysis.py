@@ -76,7 +76,10 @@ class AgreementView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         query = AgreementQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        return Response(agreement_document(request.study, **query.validated_data))
+        try:
+            return Response(agreement_document(request.study, **query.validated_data))
+        except ValueError as exc:  # a version the study never used
+            raise serializers.ValidationError({"version": [str(exc)]}) from exc
 
 
 class CoverageView(APIView):

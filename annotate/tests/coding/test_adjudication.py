@@ -176,7 +176,8 @@ def test_the_list_costs_a_fixed_number_of_queries(
         code(ep, bob, "EXT-04" if i % 2 else "TUS-03")
     codebook_picker(study.codebook)
     client.force_login(alice)
-    # session, user, membership, grouped ids, episodes, codings, adjudications
-    with django_assert_num_queries(7):
+    # session, user, membership, adjudications to decide again after a codebook migration, grouped ids,
+    # episodes, codings, adjudications
+    with django_assert_num_queries(8):
         response = client.get("/studies/alpha/adjudicate/")
     assert len(response.context["rows"]) == n // 2
