@@ -1,0 +1,322 @@
+"""What a span's attributes say, by the OpenTelemetry GenAI semantic conventions and OpenInference: LLM input
+and output text, the tool calls an LLM asked for and the results it was sent, a tool span's arguments and result,
+and a step's detail (model, tokens, cost, finish reason, HTTP status and the remaining attributes, bounded)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from annotate.imports.parsed import clean_text
+from annotate.traces.parsed import _text
+
+DETAIL_LIMIT = 4096  # bytes of a step's remaining attributes, as JSON
+VALUE_LIMIT = 400  # characters of one attribute value in a step's detail
+
+
+def _json(value: Any) -> Any:
+    """An attribute that holds JSON text (OTLP attributes are strings) as the value it encodes."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def call_ids(value: Any) -> tuple[str, ...]:
+    """A tool call id: one string, or a list of them (Microsoft Agent Framework writes [run id, call id])."""
+    value = _json(value)
+    if isinstance(value, list):
+        return tuple(str(v) for v in value if v not in (None, ""))
+    return (str(value),) if value not in (None, "") else ()
+
+
+def _indexed(attrs: dict, prefix: str) -> list[dict[str, Any]]:
+    """Flattened lists ("llm.output_messages.0.message.content", "gen_ai.prompt.1.role") as a list of dicts."""
+    rows: dict[int, dict[str, Any]] = {}
+    start = prefix + "."
+    for key, value in attrs.items():
+        if key.startswith(start):
+            head, _, rest = key[len(start) :].partition(".")
+            if head.isdigit():
+                rows.setdefault(int(head), {})[rest] = value
+    return [rows[i] for i in sorted(rows)]
+
+
+def _call(cid: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    return {"ids": call_ids(cid), "name": str(name or ""), "arguments": _text(_json(arguments))}
+
+
+# ------------------------------------------------------------------ GenAI messages ({role, parts}) and Gemini contents
+
+
+def _part_lines(role: str, part: Any) -> list[str]:
+    if not isinstance(part, dict):
+        return [f"{role}: {_text(part)}"]
+    kind = part.get("type")
+    if kind == "text" or (kind is None and "text" in part):
+        return [f"{role}: {part.get('content', part.get('text', ''))}"]
+    if kind == "tool_call" or "function_call" in part:
+        fc = part.get("function_call") or part
+        return [f"{role} calls {fc.get('name', '')}({_text(_json(fc.get('arguments', fc.get('args'))))})"]
+    if kind == "tool_call_response" or "function_response" in part:
+        fr = part.get("function_response") or part
+        return [f"tool result {fr.get('id') or fr.get('name') or ''}: {_text(fr.get('response'))}"]
+    return [f"{role}: {_text(part)}"]
+
+
+def _messages(value: Any) -> list:
+    value = _json(value)
+    if isinstance(value, dict):  # Gemini: {"contents": [...]} in a request, {"content": {...}} in a response
+        value = value.get("contents") or ([value["content"]] if isinstance(value.get("content"), dict) else [value])
+    return value if isinstance(value, list) else []
+
+
+def _messages_text(value: Any) -> str:
+    """`gen_ai.input.messages`/`output.messages` (JSON text or a list of {role, parts}), Gemini contents too."""
+    if isinstance(_json(value), str):
+        return clean_text(value)
+    lines = []
+    for m in _messages(value):
+        if not isinstance(m, dict):
+            lines.append(_text(m))
+            continue
+        role = str(m.get("role") or "")
+        for part in m.get("parts") or []:
+            lines += _part_lines(role, part)
+        if "content" in m and not m.get("parts"):
+            lines.append(f"{role}: {_text(_json(m['content']))}")
+    return clean_text("\n".join(lines))
+
+
+def _messages_calls(value: Any) -> list[dict]:
+    calls = []
+    for m in _messages(value):
+        for part in (m.get("parts") or []) if isinstance(m, dict) else []:
+            if isinstance(part, dict) and (part.get("type") == "tool_call" or "function_call" in part):
+                fc = part.get("function_call") or part
+                calls.append(_call(fc.get("id"), fc.get("name"), fc.get("arguments", fc.get("args"))))
+    return calls
+
+
+def _messages_results(value: Any) -> dict[str, str]:
+    out = {}
+    for m in _messages(value):
+        for part in (m.get("parts") or []) if isinstance(m, dict) else []:
+            if isinstance(part, dict) and part.get("type") == "tool_call_response":
+                for cid in call_ids(part.get("id")):
+                    out[cid] = _text(part.get("response"))
+    return out
+
+
+# ------------------------------------------------------------------ indexed messages (OpenInference, OpenLLMetry/Koog)
+
+
+def _oi_content(m: dict) -> str:
+    """A message's text: `message.content`, or its `message.contents.N.message_content.text` parts."""
+    if m.get("message.content") not in (None, ""):
+        return _text(_json(m["message.content"]))
+    return "\n".join(
+        str(c.get("message_content.text")) for c in _indexed(m, "message.contents") if c.get("message_content.text")
+    )
+
+
+def _oi_calls(m: dict) -> list[dict]:
+    return [
+        _call(tc.get("tool_call.id"), tc.get("tool_call.function.name"), tc.get("tool_call.function.arguments"))
+        for tc in _indexed(m, "message.tool_calls")
+    ]
+
+
+def _oi_text(attrs: dict, prefix: str) -> str:
+    lines = []
+    for m in _indexed(attrs, prefix):
+        role = m.get("message.role", "")
+        if text := _oi_content(m):
+            lines.append(f"{role}: {text}")
+        lines += [f"{role} calls {c['name']}({c['arguments']})" for c in _oi_calls(m)]
+    return clean_text("\n".join(lines))
+
+
+def _indexed_calls(m: dict) -> list[dict]:
+    """Tool calls of a `gen_ai.completion.N` message: `tool_calls.M.*` (OpenLLMetry), or content holding
+    [{"id", "function": {"name", "arguments"}}] (Koog)."""
+    calls = [_call(tc.get("id"), tc.get("name"), tc.get("arguments")) for tc in _indexed(m, "tool_calls")]
+    content = _json(m.get("content"))
+    if isinstance(content, list):
+        for c in content:
+            if isinstance(c, dict) and isinstance(c.get("function"), dict):
+                calls.append(_call(c.get("id"), c["function"].get("name"), c["function"].get("arguments")))
+    return calls
+
+
+def _indexed_text(attrs: dict, prefix: str) -> str:
+    lines = []
+    for m in _indexed(attrs, prefix):
+        role = m.get("role", "")
+        calls = _indexed_calls(m)
+        if m.get("content") not in (None, "") and not (calls and isinstance(_json(m["content"]), list)):
+            lines.append(f"{role}: {_text(_json(m['content']))}")
+        lines += [f"{role} calls {c['name']}({c['arguments']})" for c in calls]
+    return clean_text("\n".join(lines))
+
+
+# ------------------------------------------------------------------ OpenAI Responses JSON
+
+
+def _responses_text(value: Any) -> str | None:
+    """An OpenAI Responses object ({"object": "response", "output": [...]}) as its text and calls, else None."""
+    value = _json(value)
+    if not (isinstance(value, dict) and isinstance(value.get("output"), list)):
+        return None
+    lines = []
+    for item in value["output"]:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            for c in item.get("content") or []:
+                if isinstance(c, dict) and c.get("text"):
+                    lines.append(f"{item.get('role', 'assistant')}: {c['text']}")
+        elif item.get("type") == "function_call":
+            lines.append(f"assistant calls {item.get('name', '')}({_text(_json(item.get('arguments')))})")
+    return clean_text("\n".join(lines))
+
+
+# ------------------------------------------------------------------ what the describer asks
+
+
+def llm_input(a: dict) -> str:
+    if "gen_ai.input.messages" in a:
+        return _messages_text(a["gen_ai.input.messages"])
+    return (
+        _oi_text(a, "llm.input_messages")
+        or _indexed_text(a, "gen_ai.prompt")
+        or _text(_json(a.get("input.value")))
+        or _messages_text(a.get("gcp.vertex.agent.llm_request"))
+    )
+
+
+def llm_output(a: dict) -> str:
+    if "gen_ai.output.messages" in a:
+        return _messages_text(a["gen_ai.output.messages"])
+    text = _oi_text(a, "llm.output_messages") or _indexed_text(a, "gen_ai.completion")
+    if text:
+        return text
+    responses = _responses_text(a.get("output.value"))
+    if responses is not None:
+        return responses
+    return _text(_json(a.get("output.value"))) or _messages_text(a.get("gcp.vertex.agent.llm_response"))
+
+
+def llm_requests(a: dict) -> list[dict]:
+    """The tool calls an LLM span asked for: [{"ids", "name", "arguments"}]."""
+    if "gen_ai.output.messages" in a:
+        return _messages_calls(a["gen_ai.output.messages"])
+    calls = [c for m in _indexed(a, "llm.output_messages") for c in _oi_calls(m)]
+    calls += [c for m in _indexed(a, "gen_ai.completion") for c in _indexed_calls(m)]
+    if not calls and "gcp.vertex.agent.llm_response" in a:
+        calls = _messages_calls(a["gcp.vertex.agent.llm_response"])
+    return calls
+
+
+def llm_results(a: dict) -> dict[str, str]:
+    """Tool results an LLM span was sent, by call id."""
+    out = _messages_results(a.get("gen_ai.input.messages"))
+    for m in _indexed(a, "llm.input_messages"):
+        if m.get("message.tool_call_id"):
+            out[str(m["message.tool_call_id"])] = _oi_content(m)
+    for m in _indexed(a, "gen_ai.prompt"):
+        if m.get("tool_call_id"):
+            out[str(m["tool_call_id"])] = _text(_json(m.get("content")))
+    return out
+
+
+_TOOL_ARGS = ("gen_ai.tool.call.arguments", "input.value", "tool_arguments", "gcp.vertex.agent.tool_call_args")
+_TOOL_RESULT = ("gen_ai.tool.call.result", "output.value", "tool_response", "gcp.vertex.agent.tool_response")
+
+
+def tool_io(a: dict) -> tuple[str, str]:
+    """A tool span's arguments and result (GenAI, OpenInference, Pydantic AI, Google ADK names)."""
+    args = next((a[k] for k in _TOOL_ARGS if a.get(k) not in (None, "")), a.get("tool.parameters"))
+    result = next((a[k] for k in _TOOL_RESULT if a.get(k) not in (None, "")), None)
+    return _text(_json(args)), _text(_json(result))
+
+
+def same_arguments(left: str, right: str) -> bool:
+    """Two calls' arguments are the same JSON (whitespace and key order aside); none at all matches {}."""
+
+    def norm(text: str) -> Any:
+        value = _json(text.strip()) if text.strip() else {}
+        return json.dumps(value, sort_keys=True) if not isinstance(value, str) else value.strip()
+
+    return norm(left) == norm(right)
+
+
+# ------------------------------------------------------------------ a step's detail
+
+_CONTENT_PREFIXES = (
+    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.",
+    "llm.output_messages.", "input.value", "output.value", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+    "tool_arguments", "tool_response", "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response",
+    "gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response", "logfire.json_schema",
+)  # fmt: skip
+_FIRST = {
+    "model": ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "model_name"),
+    "input_tokens": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+    "output_tokens": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
+    "total_tokens": ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total"),
+    "cost": ("gen_ai.usage.cost", "operation.cost", "llm.cost.total"),
+    "finish_reason": ("gen_ai.response.finish_reasons", "gen_ai.completion.0.finish_reason",
+                      "llm.output_messages.0.message.finish_reason"),
+    "http_status": ("http.response.status_code", "http.status_code"),
+}  # fmt: skip
+
+
+def _number(value: Any, kind: type) -> int | float | None:
+    try:
+        return kind(float(value)) if kind is int else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _first(a: dict, keys: tuple[str, ...]) -> Any:
+    return next((a[k] for k in keys if a.get(k) not in (None, "", [])), None)
+
+
+def step_detail(a: dict, status_message: str = "") -> dict[str, Any]:
+    """Model, tokens, cost, finish reason, HTTP status, and every other attribute, its text cut at VALUE_LIMIT
+    characters and the whole at DETAIL_LIMIT bytes (what is left out is counted under "attributes_omitted")."""
+    d: dict[str, Any] = {}
+    if model := _first(a, _FIRST["model"]):
+        d["model"] = str(model)[:200]
+    for key in ("input_tokens", "output_tokens", "total_tokens", "http_status"):
+        if (n := _number(_first(a, _FIRST[key]), int)) is not None:
+            d[key] = n
+    if "total_tokens" not in d and "input_tokens" in d and "output_tokens" in d:
+        d["total_tokens"] = d["input_tokens"] + d["output_tokens"]
+    if (cost := _number(_first(a, _FIRST["cost"]), float)) is not None:
+        d["cost"] = cost
+    if (reason := _json(_first(a, _FIRST["finish_reason"]))) is not None:
+        d["finish_reason"] = ", ".join(map(str, reason)) if isinstance(reason, list) else str(reason)
+    if status_message:
+        d["status_message"] = status_message[:VALUE_LIMIT]
+    used = {k for keys in _FIRST.values() for k in keys}
+    rest: dict[str, str] = {}
+    size, omitted = 2, 0
+    for key in sorted(a):
+        if key in used or key.startswith(_CONTENT_PREFIXES) or a[key] in (None, ""):
+            continue
+        value = a[key] if isinstance(a[key], str) else json.dumps(a[key], ensure_ascii=False, default=str)
+        value = value if len(value) <= VALUE_LIMIT else value[:VALUE_LIMIT] + "… [cut]"
+        cost_of = len(json.dumps({key: value}, ensure_ascii=False).encode()) - 1
+        if size + cost_of > DETAIL_LIMIT:
+            omitted += 1
+            continue
+        rest[key] = value
+        size += cost_of
+    if rest:
+        d["attributes"] = rest
+    if omitted:
+        d["attributes_omitted"] = omitted
+    return d
