@@ -85,9 +85,20 @@ def _messages_text(value: Any) -> str:
         role = str(m.get("role") or "")
         for part in m.get("parts") or []:
             lines += _part_lines(role, part)
-        if "content" in m and not m.get("parts"):
+        if m.get("content") not in (None, "") and not m.get("parts"):
             lines.append(f"{role}: {_text(_json(m['content']))}")
+        lines += [f"{role} calls {c['name']}({c['arguments']})" for c in _openai_calls(m)]
     return clean_text("\n".join(lines))
+
+
+def _openai_calls(m: dict) -> list[dict]:
+    """A chat message's `tool_calls` ([{"id", "function": {"name", "arguments"}}]), as some producers write
+    them inside `gen_ai.*.messages` instead of parts."""
+    out = []
+    for tc in m.get("tool_calls") or []:
+        if isinstance(tc, dict) and isinstance(tc.get("function"), dict):
+            out.append(_call(tc.get("id"), tc["function"].get("name"), tc["function"].get("arguments")))
+    return out
 
 
 def _messages_calls(value: Any) -> list[dict]:
@@ -97,6 +108,7 @@ def _messages_calls(value: Any) -> list[dict]:
             if isinstance(part, dict) and (part.get("type") == "tool_call" or "function_call" in part):
                 fc = part.get("function_call") or part
                 calls.append(_call(fc.get("id"), fc.get("name"), fc.get("arguments", fc.get("args"))))
+        calls += _openai_calls(m) if isinstance(m, dict) else []
     return calls
 
 
@@ -107,6 +119,8 @@ def _messages_results(value: Any) -> dict[str, str]:
             if isinstance(part, dict) and part.get("type") == "tool_call_response":
                 for cid in call_ids(part.get("id")):
                     out[cid] = _text(part.get("response"))
+        if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id"):
+            out[str(m["tool_call_id"])] = _text(_json(m.get("content")))
     return out
 
 
@@ -165,25 +179,52 @@ def _indexed_text(attrs: dict, prefix: str) -> str:
 # ------------------------------------------------------------------ OpenAI Responses JSON
 
 
-def _responses_text(value: Any) -> str | None:
-    """An OpenAI Responses object ({"object": "response", "output": [...]}) as its text and calls, else None."""
+def _api_output(value: Any) -> tuple[list[str], list[dict]] | None:
+    """An OpenAI response body as (lines of text, tool calls), else None: a Responses object
+    ({"output": [message | function_call items]}) or a Chat Completion ({"choices": [{"message"}]})."""
     value = _json(value)
-    if not (isinstance(value, dict) and isinstance(value.get("output"), list)):
+    if not isinstance(value, dict):
         return None
-    lines = []
-    for item in value["output"]:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "message":
-            for c in item.get("content") or []:
-                if isinstance(c, dict) and c.get("text"):
-                    lines.append(f"{item.get('role', 'assistant')}: {c['text']}")
-        elif item.get("type") == "function_call":
-            lines.append(f"assistant calls {item.get('name', '')}({_text(_json(item.get('arguments')))})")
-    return clean_text("\n".join(lines))
+    lines: list[str] = []
+    calls: list[dict] = []
+    if isinstance(value.get("output"), list):
+        for item in (i for i in value["output"] if isinstance(i, dict)):
+            if item.get("type") == "message":
+                texts = [c["text"] for c in item.get("content") or [] if isinstance(c, dict) and c.get("text")]
+                lines += [f"{item.get('role', 'assistant')}: {t}" for t in texts]
+            elif item.get("type") == "function_call":
+                calls.append(_call(item.get("call_id") or item.get("id"), item.get("name"), item.get("arguments")))
+    elif isinstance(value.get("content"), list):  # an Anthropic message: text and tool_use blocks
+        for block in (b for b in value["content"] if isinstance(b, dict)):
+            if block.get("type") == "text" and block.get("text"):
+                lines.append(f"{value.get('role', 'assistant')}: {block['text']}")
+            elif block.get("type") == "tool_use":
+                calls.append(_call(block.get("id"), block.get("name"), block.get("input")))
+    elif isinstance(value.get("choices"), list):
+        for choice in (c for c in value["choices"] if isinstance(c, dict)):
+            message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+            if message.get("content"):
+                lines.append(f"{message.get('role', 'assistant')}: {_text(message['content'])}")
+            for tc in (t for t in message.get("tool_calls") or [] if isinstance(t, dict)):
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                calls.append(_call(tc.get("id"), fn.get("name"), fn.get("arguments")))
+    else:
+        return None
+    lines += [f"assistant calls {c['name']}({c['arguments']})" for c in calls]
+    return lines, calls
 
 
 # ------------------------------------------------------------------ what the describer asks
+
+
+def _vercel_calls(value: Any) -> list[dict]:
+    """Vercel AI SDK's `ai.response.toolCalls`: [{"toolCallId", "toolName", "args" | "input"}]."""
+    value = _json(value)
+    return [
+        _call(c.get("toolCallId"), c.get("toolName"), c.get("args", c.get("input")))
+        for c in (value if isinstance(value, list) else [])
+        if isinstance(c, dict) and c.get("toolName")
+    ]
 
 
 def llm_input(a: dict) -> str:
@@ -192,7 +233,8 @@ def llm_input(a: dict) -> str:
     return (
         _oi_text(a, "llm.input_messages")
         or _indexed_text(a, "gen_ai.prompt")
-        or _text(_json(a.get("input.value")))
+        or _messages_text(a.get("ai.prompt.messages"))
+        or _text(_json(a.get("input.value") or a.get("gen_ai.prompt") or a.get("ai.prompt")))
         or _messages_text(a.get("gcp.vertex.agent.llm_request"))
     )
 
@@ -203,10 +245,15 @@ def llm_output(a: dict) -> str:
     text = _oi_text(a, "llm.output_messages") or _indexed_text(a, "gen_ai.completion")
     if text:
         return text
-    responses = _responses_text(a.get("output.value"))
-    if responses is not None:
-        return responses
-    return _text(_json(a.get("output.value"))) or _messages_text(a.get("gcp.vertex.agent.llm_response"))
+    if a.get("ai.response.text") or a.get("ai.response.toolCalls"):
+        calls = _vercel_calls(a.get("ai.response.toolCalls"))
+        lines = [f"assistant: {a['ai.response.text']}"] if a.get("ai.response.text") else []
+        return clean_text("\n".join(lines + [f"assistant calls {c['name']}({c['arguments']})" for c in calls]))
+    raw = a.get("output.value") or a.get("gen_ai.completion")
+    api = _api_output(raw)
+    if api is not None:
+        return clean_text("\n".join(api[0]))
+    return _text(_json(raw)) or _messages_text(a.get("gcp.vertex.agent.llm_response"))
 
 
 def llm_requests(a: dict) -> list[dict]:
@@ -217,6 +264,10 @@ def llm_requests(a: dict) -> list[dict]:
     calls += [c for m in _indexed(a, "gen_ai.completion") for c in _indexed_calls(m)]
     if not calls and "gcp.vertex.agent.llm_response" in a:
         calls = _messages_calls(a["gcp.vertex.agent.llm_response"])
+    if not calls and "ai.response.toolCalls" in a:
+        calls = _vercel_calls(a["ai.response.toolCalls"])
+    if not calls and (api := _api_output(a.get("output.value") or a.get("gen_ai.completion"))) is not None:
+        calls = api[1]
     return calls
 
 
@@ -232,8 +283,10 @@ def llm_results(a: dict) -> dict[str, str]:
     return out
 
 
-_TOOL_ARGS = ("gen_ai.tool.call.arguments", "input.value", "tool_arguments", "gcp.vertex.agent.tool_call_args")
-_TOOL_RESULT = ("gen_ai.tool.call.result", "output.value", "tool_response", "gcp.vertex.agent.tool_response")
+_TOOL_ARGS = ("gen_ai.tool.call.arguments", "input.value", "tool_arguments", "gcp.vertex.agent.tool_call_args",
+              "ai.toolCall.args", "ai.toolCall.input")  # fmt: skip
+_TOOL_RESULT = ("gen_ai.tool.call.result", "output.value", "tool_response", "gcp.vertex.agent.tool_response",
+                "ai.toolCall.result", "ai.toolCall.output")  # fmt: skip
 
 
 def tool_io(a: dict) -> tuple[str, str]:
@@ -250,7 +303,14 @@ def same_arguments(left: str, right: str) -> bool:
         value = _json(text.strip()) if text.strip() else {}
         return json.dumps(value, sort_keys=True) if not isinstance(value, str) else value.strip()
 
-    return norm(left) == norm(right)
+    def unwrapped(text: str) -> str:
+        """Arguments a tool span wraps in {"input": ...} (LangSmith's tool runs), as the call sent them."""
+        value = _json(text.strip())
+        if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("input", "args", "arguments"):
+            return json.dumps(next(iter(value.values())))
+        return text
+
+    return norm(left) == norm(right) or norm(unwrapped(left)) == norm(unwrapped(right))
 
 
 # ------------------------------------------------------------------ a step's detail
@@ -259,16 +319,20 @@ _CONTENT_PREFIXES = (
     "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.",
     "llm.output_messages.", "input.value", "output.value", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
     "tool_arguments", "tool_response", "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response",
-    "gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response", "logfire.json_schema",
+    "gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response", "logfire.json_schema", "ai.prompt.messages",
+    "ai.response.text", "ai.response.toolCalls", "ai.toolCall.args", "ai.toolCall.result", "ai.toolCall.input",
+    "ai.toolCall.output",
 )  # fmt: skip
 _FIRST = {
-    "model": ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "model_name"),
-    "input_tokens": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
-    "output_tokens": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
+    "model": ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id"),
+    "input_tokens": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt",
+                     "ai.usage.promptTokens"),
+    "output_tokens": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion",
+                      "ai.usage.completionTokens"),
     "total_tokens": ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total"),
     "cost": ("gen_ai.usage.cost", "operation.cost", "llm.cost.total"),
     "finish_reason": ("gen_ai.response.finish_reasons", "gen_ai.completion.0.finish_reason",
-                      "llm.output_messages.0.message.finish_reason"),
+                      "llm.output_messages.0.message.finish_reason", "ai.response.finishReason"),
     "http_status": ("http.response.status_code", "http.status_code"),
 }  # fmt: skip
 

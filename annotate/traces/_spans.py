@@ -193,6 +193,15 @@ def openinference_spans(data: Any, where: str) -> list[Span]:
 
 _LLM_OPS = {"chat", "text_completion", "generate_content", "embeddings", "retrieval"}
 _AGENT_OPS = {"invoke_agent", "create_agent", "invoke_workflow"}
+# A span with no operation name that names a model is a model call (AG2 writes no gen_ai.operation.name).
+_GENAI_LLM = {"gen_ai.request.model", "gen_ai.response.model"}
+
+
+# Vercel AI SDK: its own `ai.*` names (a tool span is operation "ai.toolCall").
+def _vercel_tool(a: dict) -> bool:
+    return bool(a.get("ai.toolCall.name")) or a.get("ai.operationId") == "ai.toolCall"
+
+
 _OI_KINDS = {"LLM": StepKind.LLM_CALL, "TOOL": StepKind.TOOL_CALL, "EMBEDDING": StepKind.LLM_CALL}
 # Agent names in span names: "invoke_agent X" (GenAI convention), "agent_run [X]" (Google ADK), "X run"/"X.run".
 _AGENT_NAME = re.compile(r"^(?:invoke_agent|create_agent|agent_run)\s+\[?(?P<a>[^\]]+?)\]?$|^(?P<b>.+?)[ .]run$")
@@ -200,8 +209,8 @@ _AGENT_NAME = re.compile(r"^(?:invoke_agent|create_agent|agent_run)\s+\[?(?P<a>[
 
 def _agent_attr(a: dict) -> str:
     """The agent a span names by attribute: `gen_ai.agent.name` → `gen_ai.agent.id` → `graph.node.id`, then
-    OpenInference's `agent.name`."""
-    for key in ("gen_ai.agent.name", "gen_ai.agent.id", "graph.node.id", "agent.name"):
+    OpenInference's `agent.name` and Pydantic AI's `agent_name` (before it wrote gen_ai.agent.name)."""
+    for key in ("gen_ai.agent.name", "gen_ai.agent.id", "graph.node.id", "agent.name", "agent_name"):
         if a.get(key) not in (None, ""):
             return str(a[key])
     return ""
@@ -218,15 +227,15 @@ def _describe(span: Span) -> dict[str, Any]:
         "named": False, "detail": step_detail(a, span.status_message),
     }  # fmt: skip
     match = _AGENT_NAME.match(span.name.strip())
-    if not d["agent"] and match and (d["agent_span"] or span.name.startswith("agent_run")):
-        d["agent"], d["agent_span"] = (match["a"] or match["b"]).strip(), True
+    if match and (d["agent_span"] or match["a"]):  # "X run" names an agent only on an agent span
+        d["agent"], d["agent_span"] = d["agent"] or (match["a"] or match["b"]).strip(), True
     d["named"] = bool(d["agent"])
-    if op == "execute_tool" or oi == "TOOL" or (a.get("gen_ai.tool.name") and op not in _LLM_OPS):
+    if op == "execute_tool" or oi == "TOOL" or (a.get("gen_ai.tool.name") and op not in _LLM_OPS) or _vercel_tool(a):
         d["kind"] = StepKind.TOOL_CALL
-        d["name"] = str(a.get("gen_ai.tool.name") or a.get("tool.name") or span.name)
+        d["name"] = str(a.get("gen_ai.tool.name") or a.get("tool.name") or a.get("ai.toolCall.name") or span.name)
         d["input"], d["output"] = tool_io(a)
-        d["ids"] = call_ids(a.get("gen_ai.tool.call.id") or a.get("tool_call.id"))
-    elif op in _LLM_OPS or oi in _OI_KINDS:
+        d["ids"] = call_ids(a.get("gen_ai.tool.call.id") or a.get("tool_call.id") or a.get("ai.toolCall.id"))
+    elif op in _LLM_OPS or oi in _OI_KINDS or (not op and not oi and not d["agent_span"] and _GENAI_LLM & a.keys()):
         d["kind"] = _OI_KINDS.get(oi, StepKind.LLM_CALL)
         model = d["detail"].get("model", "")
         d["name"] = span.name or f"{op} {model}".strip()
