@@ -203,3 +203,22 @@ def test_corpus_traces_store_their_step_detail(study):
     assert chat.detail["model"] == "gpt-4o" and chat.detail["total_tokens"] == 95
     assert TraceStep.objects.filter(document=doc, kind="tool_call", ran=True).count() == 1
     assert not TraceStep.objects.filter(document=doc, kind="tool_call", ran=False).exists()
+
+
+def test_the_step_view_and_the_api_show_model_tokens_and_cost(client, study, bob):
+    from django.urls import reverse
+    from rest_framework.test import APIClient
+
+    data = corpus_otlp("pydantic-ai-tools-2025-12-04.json")
+    _, (doc,) = trace_import_value(study=study, data=data, fmt="otlp")
+    client.force_login(bob)
+    url = reverse("coding_page", args=["alpha", doc.episodes.get().pk])
+    client.get(url)  # takes the lease
+    html = client.get(url).content.decode()
+    assert "gpt-4o-mini-2024-07-18 · 338 tokens (265 → 73) · $0.000084 · tool_call" in html
+    api = APIClient()
+    api.force_authenticate(bob)
+    steps = api.get(f"/api/v1/studies/alpha/traces/{doc.pk}/steps/?start=0&limit=5").json()["steps"]
+    chat = next(s for s in steps if s["kind"] == "llm_call")
+    assert chat["detail"]["total_tokens"] == 338 and chat["detail"]["cost"] == pytest.approx(0.00008355)
+    assert next(s for s in steps if s["kind"] == "other")["detail"] == {}
