@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from annotate.imports.parsed import clean_text
 from annotate.traces.parsed import _text
 
@@ -234,7 +236,7 @@ def llm_input(a: dict) -> str:
         _oi_text(a, "llm.input_messages")
         or _indexed_text(a, "gen_ai.prompt")
         or _messages_text(a.get("ai.prompt.messages"))
-        or _text(_json(a.get("input.value") or a.get("gen_ai.prompt") or a.get("ai.prompt")))
+        or _text(a.get("input.value") or a.get("gen_ai.prompt") or a.get("ai.prompt"))
         or _messages_text(a.get("gcp.vertex.agent.llm_request"))
     )
 
@@ -253,7 +255,7 @@ def llm_output(a: dict) -> str:
     api = _api_output(raw)
     if api is not None:
         return clean_text("\n".join(api[0]))
-    return _text(_json(raw)) or _messages_text(a.get("gcp.vertex.agent.llm_response"))
+    return _text(raw) or _messages_text(a.get("gcp.vertex.agent.llm_response"))
 
 
 def llm_requests(a: dict) -> list[dict]:
@@ -293,7 +295,7 @@ def tool_io(a: dict) -> tuple[str, str]:
     """A tool span's arguments and result (GenAI, OpenInference, Pydantic AI, Google ADK names)."""
     args = next((a[k] for k in _TOOL_ARGS if a.get(k) not in (None, "")), a.get("tool.parameters"))
     result = next((a[k] for k in _TOOL_RESULT if a.get(k) not in (None, "")), None)
-    return _text(_json(args)), _text(_json(result))
+    return _text(args), _text(result)  # JSON text stays as the producer wrote it
 
 
 def same_arguments(left: str, right: str) -> bool:
@@ -337,6 +339,13 @@ _FIRST = {
 }  # fmt: skip
 
 
+def _dumps(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # what orjson refuses (integers past 64 bits, keys that are not strings)
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _number(value: Any, kind: type) -> int | float | None:
     try:
         return kind(float(value)) if kind is int else float(value)
@@ -371,9 +380,9 @@ def step_detail(a: dict, status_message: str = "") -> dict[str, Any]:
     for key in sorted(a):
         if key in used or key.startswith(_CONTENT_PREFIXES) or a[key] in (None, ""):
             continue
-        value = a[key] if isinstance(a[key], str) else json.dumps(a[key], ensure_ascii=False, default=str)
+        value = a[key] if isinstance(a[key], str) else _dumps(a[key])
         value = value if len(value) <= VALUE_LIMIT else value[:VALUE_LIMIT] + "… [cut]"
-        cost_of = len(json.dumps({key: value}, ensure_ascii=False).encode()) - 1
+        cost_of = len(orjson.dumps(key)) + len(orjson.dumps(value)) + 4  # "key": "value", as json.dumps writes it
         if size + cost_of > DETAIL_LIMIT:
             omitted += 1
             continue

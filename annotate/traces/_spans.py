@@ -297,10 +297,14 @@ def _match_requests(spans: list[Span], by_id: dict[str, Span], described: dict[s
     *requested*: by call id anywhere in the trace, else by tool name and arguments within the same agent run.
     A paired request's id is lent to its tool span (for the result the next LLM call was sent), and the
     requests left in `d["requests"]` are those nothing shows ran."""
-    tools = [s for s in spans if described[s.span_id]["kind"] == StepKind.TOOL_CALL]
-    taken: set[str] = set()
-    by_call: dict[str, str] = {i: s.span_id for s in tools for i in described[s.span_id]["ids"]}
     order = sorted(spans, key=lambda s: (s.start or datetime.max.replace(tzinfo=UTC), s.order))
+    tools = [s for s in order if described[s.span_id]["kind"] == StepKind.TOOL_CALL]
+    by_call: dict[str, str] = {i: s.span_id for s in tools for i in described[s.span_id]["ids"]}
+    # Tool spans by (agent run, tool name), earliest first: a request looks only among its own.
+    pool: dict[tuple[str, str], list[str]] = {}
+    for t in tools:
+        pool.setdefault((_run_of(t, by_id, described), described[t.span_id]["name"]), []).append(t.span_id)
+    taken: set[str] = set()
     for span in order:
         d = described[span.span_id]
         if not d["requests"]:
@@ -308,26 +312,16 @@ def _match_requests(spans: list[Span], by_id: dict[str, Span], described: dict[s
         run = _run_of(span, by_id, described)
         left = []
         for call in d["requests"]:
-            hit = next((by_call[i] for i in call["ids"] if by_call.get(i) and by_call[i] not in taken), None)
-            if hit is None and not any(i in by_call for i in call["ids"]):
-                hit = next(
-                    (
-                        t.span_id
-                        for t in tools
-                        if t.span_id not in taken
-                        and described[t.span_id]["name"] == call["name"]
-                        and _run_of(t, by_id, described) == run
-                        and same_arguments(described[t.span_id]["input"], call["arguments"])
-                    ),
-                    None,
-                )
-            if hit is None:
-                if not any(i in by_call for i in call["ids"]):
+            if any(i in by_call for i in call["ids"]):  # its id ran: paired, whatever else it says
+                hit = next((by_call[i] for i in call["ids"] if by_call.get(i) and by_call[i] not in taken), None)
+            else:
+                same = (t for t in pool.get((run, call["name"]), []) if t not in taken)
+                hit = next((t for t in same if same_arguments(described[t]["input"], call["arguments"])), None)
+                if hit is None:
                     left.append(call)
-                continue
-            taken.add(hit)
-            tool = described[hit]
-            tool["ids"] = tool["ids"] or call["ids"]
+            if hit is not None:
+                taken.add(hit)
+                described[hit]["ids"] = described[hit]["ids"] or call["ids"]
         d["requests"] = left
 
 
