@@ -145,9 +145,25 @@ def _oi_calls(m: dict) -> list[dict]:
     ]
 
 
+def _streamed(messages: list[dict]) -> str | None:
+    """One reply written as a message per streamed token (BeeAI: hundreds of one-word assistant messages), joined
+    back into its text; None for an ordinary message list."""
+    if len(messages) < 8 or len({m.get("message.role") for m in messages}) != 1:
+        return None
+    if any(_indexed(m, "message.tool_calls") for m in messages):
+        return None
+    parts = [_oi_content(m) for m in messages]
+    if sum(map(len, parts)) / len(parts) > 12:
+        return None
+    return f"{messages[0].get('message.role', '')}: {''.join(parts)}"
+
+
 def _oi_text(attrs: dict, prefix: str) -> str:
+    messages = _indexed(attrs, prefix)
+    if (joined := _streamed(messages)) is not None:
+        return clean_text(joined)
     lines = []
-    for m in _indexed(attrs, prefix):
+    for m in messages:
         role = m.get("message.role", "")
         if text := _oi_content(m):
             lines.append(f"{role}: {text}")

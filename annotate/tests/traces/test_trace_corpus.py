@@ -147,6 +147,10 @@ def test_it_keeps_model_tokens_cost_and_finish_reason_per_step():
     koog = {s.name: s for s in steps_of(by_name["koog-2025-08-26.json"])}
     assert koog["HelloTool"].input.replace(" ", "").replace("\n", "") == '{"name":"Bob"}'
     assert koog["HelloTool"].output == "Hello my darling Bob!"
+    beeai = {s.name: s for s in steps_of(by_name["beeai-2025-08-01.json"])}
+    streamed = beeai["backend.openai.chat.success-16"].output  # one output message per streamed token
+    assert streamed.startswith("assistant: ") and "the Montjuïc Castle and the Magic Fountain" in streamed
+    assert streamed.count("assistant:") == 1
     first_chat = next(s for s in steps_of(by_name["koog-2025-08-26.json"]) if s.kind == "llm_call")
     assert "system: You are a nice and polite assistant." in first_chat.input
     assert "calls HelloTool" in first_chat.output and first_chat.detail["finish_reason"] == "tool_calls"
