@@ -75,6 +75,9 @@ class TraceStep(models.Model):
     # and whether it ran at all (a result, or a finished span). A tool result: its call's index.
     paired_index = models.PositiveIntegerField(null=True, blank=True)
     ran = models.BooleanField(default=False)
+    # What a span says beyond the columns above: model, token counts, cost, finish reason, HTTP status
+    # and the span's remaining attributes (cut to a few KB, see annotate.traces._genai.step_detail).
+    detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["document", "index"], name="tracestep_document_index_unique")]

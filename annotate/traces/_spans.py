@@ -3,14 +3,24 @@ step list, depth-first with siblings by start time, tool calls paired with their
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from annotate.imports.parsed import ImportFileError, clean_text
 from annotate.models import StepKind
+from annotate.traces._genai import (
+    call_ids,
+    llm_input,
+    llm_output,
+    llm_requests,
+    llm_results,
+    same_arguments,
+    step_detail,
+    tool_io,
+)
 from annotate.traces.parsed import NAME_LIMIT, Step, TraceRecord, _record, _text, trace_summary
-from lib import safejson
 
 # ------------------------------------------------------------------ spans (OTLP and OpenInference)
 
@@ -181,157 +191,138 @@ def openinference_spans(data: Any, where: str) -> list[Span]:
     return spans
 
 
-def _messages_text(value: Any) -> str:
-    """GenAI `gen_ai.input.messages`/`output.messages` (a JSON string or list of {role, parts})."""
-    if isinstance(value, str):
-        try:
-            value = safejson.loads(value, allow_nul=True)
-        except safejson.JSONError:
-            return clean_text(value)
-    if not isinstance(value, list):
-        return _text(value)
-    lines = []
-    for m in value:
-        if not isinstance(m, dict):
-            lines.append(_text(m))
-            continue
-        role = m.get("role", "")
-        for part in m.get("parts") or []:
-            kind = part.get("type") if isinstance(part, dict) else ""
-            if kind == "text":
-                lines.append(f"{role}: {part.get('content', '')}")
-            elif kind == "tool_call":
-                lines.append(f"{role} calls {part.get('name', '')}({_text(part.get('arguments'))})")
-            elif kind == "tool_call_response":
-                lines.append(f"tool result {part.get('id', '')}: {_text(part.get('response'))}")
-            else:
-                lines.append(f"{role}: {_text(part)}")
-        if "content" in m and not m.get("parts"):
-            lines.append(f"{role}: {_text(m['content'])}")
-    return clean_text("\n".join(lines))
-
-
-def _genai_tool_calls(value: Any) -> list[dict]:
-    if isinstance(value, str):
-        try:
-            value = safejson.loads(value, allow_nul=True)
-        except safejson.JSONError:
-            return []
-    calls = []
-    for m in value if isinstance(value, list) else []:
-        for part in (m.get("parts") or []) if isinstance(m, dict) else []:
-            if isinstance(part, dict) and part.get("type") == "tool_call":
-                calls.append(
-                    {
-                        "id": str(part.get("id") or ""),
-                        "name": str(part.get("name") or ""),
-                        "arguments": _text(part.get("arguments")),
-                    }
-                )
-    return calls
-
-
-def _genai_tool_results(value: Any) -> dict[str, str]:
-    if isinstance(value, str):
-        try:
-            value = safejson.loads(value, allow_nul=True)
-        except safejson.JSONError:
-            return {}
-    out = {}
-    for m in value if isinstance(value, list) else []:
-        for part in (m.get("parts") or []) if isinstance(m, dict) else []:
-            if isinstance(part, dict) and part.get("type") == "tool_call_response" and part.get("id"):
-                out[str(part["id"])] = _text(part.get("response"))
-    return out
-
-
-def _indexed(attrs: dict, prefix: str) -> list[dict[str, Any]]:
-    """OpenInference's flattened lists ("llm.output_messages.0.message.content") as a list of dicts."""
-    rows: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        if key.startswith(prefix + "."):
-            head, _, rest = key[len(prefix) + 1 :].partition(".")
-            if head.isdigit():
-                rows.setdefault(int(head), {})[rest] = value
-    return [rows[i] for i in sorted(rows)]
-
-
-def _oi_messages_text(attrs: dict, prefix: str) -> str:
-    lines = []
-    for m in _indexed(attrs, prefix):
-        role = m.get("message.role", "")
-        if m.get("message.content"):
-            lines.append(f"{role}: {m['message.content']}")
-        for tc in _indexed(m, "message.tool_calls"):
-            lines.append(
-                f"{role} calls {tc.get('tool_call.function.name', '')}({tc.get('tool_call.function.arguments', '')})"
-            )
-    return clean_text("\n".join(lines))
-
-
-def _oi_tool_calls(attrs: dict) -> list[dict]:
-    calls = []
-    for m in _indexed(attrs, "llm.output_messages"):
-        for tc in _indexed(m, "message.tool_calls"):
-            calls.append(
-                {
-                    "id": str(tc.get("tool_call.id") or ""),
-                    "name": str(tc.get("tool_call.function.name") or ""),
-                    "arguments": _text(tc.get("tool_call.function.arguments")),
-                }
-            )
-    return calls
-
-
 _LLM_OPS = {"chat", "text_completion", "generate_content", "embeddings", "retrieval"}
 _AGENT_OPS = {"invoke_agent", "create_agent", "invoke_workflow"}
+# A span with no operation name that names a model is a model call (AG2 writes no gen_ai.operation.name).
+_GENAI_LLM = {"gen_ai.request.model", "gen_ai.response.model"}
+
+
+# Vercel AI SDK: its own `ai.*` names (a tool span is operation "ai.toolCall").
+def _vercel_tool(a: dict) -> bool:
+    return bool(a.get("ai.toolCall.name")) or a.get("ai.operationId") == "ai.toolCall"
+
+
 _OI_KINDS = {"LLM": StepKind.LLM_CALL, "TOOL": StepKind.TOOL_CALL, "EMBEDDING": StepKind.LLM_CALL}
+# Agent names in span names: "invoke_agent X" (GenAI convention), "agent_run [X]" (Google ADK), "X run"/"X.run".
+_AGENT_NAME = re.compile(r"^(?:invoke_agent|create_agent|agent_run)\s+\[?(?P<a>[^\]]+?)\]?$|^(?P<b>.+?)[ .]run$")
+
+
+def _agent_attr(a: dict) -> str:
+    """The agent a span names by attribute: `gen_ai.agent.name` → `gen_ai.agent.id` → `graph.node.id`, then
+    OpenInference's `agent.name` and Pydantic AI's `agent_name` (before it wrote gen_ai.agent.name)."""
+    for key in ("gen_ai.agent.name", "gen_ai.agent.id", "graph.node.id", "agent.name", "agent_name"):
+        if a.get(key) not in (None, ""):
+            return str(a[key])
+    return ""
 
 
 def _describe(span: Span) -> dict[str, Any]:
-    """kind, name, agent, input, output, tool call id and requested calls of one span, by either convention."""
+    """kind, name, agent, input, output, tool call ids and requested calls of one span, by either convention."""
     a = span.attrs
     op = str(a.get("gen_ai.operation.name") or "")
     oi = str(a.get("openinference.span.kind") or "").upper()
     d: dict[str, Any] = {
-        "kind": StepKind.OTHER,
-        "name": span.name,
-        "agent": "",
-        "input": "",
-        "output": "",
-        "call_id": "",
-        "requests": [],
-        "results": {},
-        "agent_span": False,
-    }
-    d["agent"] = str(a.get("gen_ai.agent.name") or a.get("agent.name") or a.get("graph.node.name") or "")
-    if op == "execute_tool" or oi == "TOOL":
+        "kind": StepKind.OTHER, "name": span.name, "input": "", "output": "", "ids": (), "requests": [],
+        "results": {}, "agent": _agent_attr(a), "agent_span": op in _AGENT_OPS or oi == "AGENT",
+        "named": False, "detail": step_detail(a, span.status_message),
+    }  # fmt: skip
+    match = _AGENT_NAME.match(span.name.strip())
+    if match and (d["agent_span"] or match["a"]):  # "X run" names an agent only on an agent span
+        d["agent"], d["agent_span"] = d["agent"] or (match["a"] or match["b"]).strip(), True
+    d["named"] = bool(d["agent"])
+    if op == "execute_tool" or oi == "TOOL" or (a.get("gen_ai.tool.name") and op not in _LLM_OPS) or _vercel_tool(a):
         d["kind"] = StepKind.TOOL_CALL
-        d["name"] = str(a.get("gen_ai.tool.name") or a.get("tool.name") or span.name)
-        d["input"] = _text(a.get("gen_ai.tool.call.arguments") or a.get("input.value") or a.get("tool.parameters"))
-        d["output"] = _text(a.get("gen_ai.tool.call.result") or a.get("output.value"))
-        d["call_id"] = str(a.get("gen_ai.tool.call.id") or a.get("tool_call.id") or "")
-    elif op in _LLM_OPS or oi in _OI_KINDS:
+        d["name"] = str(a.get("gen_ai.tool.name") or a.get("tool.name") or a.get("ai.toolCall.name") or span.name)
+        d["input"], d["output"] = tool_io(a)
+        d["ids"] = call_ids(a.get("gen_ai.tool.call.id") or a.get("tool_call.id") or a.get("ai.toolCall.id"))
+    elif op in _LLM_OPS or oi in _OI_KINDS or (not op and not oi and not d["agent_span"] and _GENAI_LLM & a.keys()):
         d["kind"] = _OI_KINDS.get(oi, StepKind.LLM_CALL)
-        model = a.get("gen_ai.request.model") or a.get("llm.model_name") or ""
+        model = d["detail"].get("model", "")
         d["name"] = span.name or f"{op} {model}".strip()
-        d["input"] = (
-            _messages_text(a["gen_ai.input.messages"])
-            if "gen_ai.input.messages" in a
-            else _text(a.get("input.value")) or _oi_messages_text(a, "llm.input_messages")
-        )
-        d["output"] = (
-            _messages_text(a["gen_ai.output.messages"])
-            if "gen_ai.output.messages" in a
-            else _text(a.get("output.value")) or _oi_messages_text(a, "llm.output_messages")
-        )
-        d["requests"] = _genai_tool_calls(a.get("gen_ai.output.messages")) or _oi_tool_calls(a)
-        d["results"] = _genai_tool_results(a.get("gen_ai.input.messages"))
+        d["input"], d["output"] = llm_input(a), llm_output(a)
+        d["requests"], d["results"] = llm_requests(a), llm_results(a)
     else:
-        d["agent_span"] = op in _AGENT_OPS or oi == "AGENT"
         d["input"] = _text(a.get("input.value"))
         d["output"] = _text(a.get("output.value"))
     return d
+
+
+def _tree(spans: list[Span]) -> tuple[dict[str, Span], dict[str, list[Span]], list[Span]]:
+    by_id = {s.span_id: s for s in spans}
+    children: dict[str, list[Span]] = {}
+    roots = []
+    for s in spans:
+        if s.parent_id and s.parent_id in by_id and s.parent_id != s.span_id:
+            children.setdefault(s.parent_id, []).append(s)
+        else:
+            roots.append(s)
+    return by_id, children, roots
+
+
+def _ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
+    out, seen = [], {span.span_id}
+    while span.parent_id in by_id and span.parent_id not in seen:
+        span = by_id[span.parent_id]
+        seen.add(span.span_id)
+        out.append(span)
+    return out
+
+
+def _name_agent_spans(spans: list[Span], by_id: dict[str, Span], described: dict[str, dict]) -> None:
+    """An agent span (AGENT kind, invoke_agent) that names no agent is named by its span's name, unless an agent
+    span below it names one (the OpenAI Agents SDK's "Agent workflow" wraps the agents that ran) or one above it
+    does (BeeAI's per-event AGENT spans belong to the agent run they sit in)."""
+    wraps_named: set[str] = set()
+    for s in spans:
+        if described[s.span_id]["named"]:
+            wraps_named.update(p.span_id for p in _ancestors(s, by_id))
+    lineage = {s.span_id: _ancestors(s, by_id) for s in spans}
+    for s in sorted(spans, key=lambda s: len(lineage[s.span_id])):  # outer agent runs first
+        d = described[s.span_id]
+        outer = any(described[p.span_id]["agent"] for p in lineage[s.span_id])
+        if d["agent_span"] and not d["agent"] and s.span_id not in wraps_named and not outer:
+            d["agent"] = s.name.strip()
+
+
+def _run_of(span: Span, by_id: dict[str, Span], described: dict[str, dict]) -> str:
+    """The agent run a span belongs to: its nearest agent span (itself included), "" outside any."""
+    for s in [span, *_ancestors(span, by_id)]:
+        if described[s.span_id]["agent_span"]:
+            return s.span_id
+    return ""
+
+
+def _match_requests(spans: list[Span], by_id: dict[str, Span], described: dict[str, dict]) -> None:
+    """Pair each tool call an LLM asked for with the tool span that ran it, so it is not shown a second time as
+    *requested*: by call id anywhere in the trace, else by tool name and arguments within the same agent run.
+    A paired request's id is lent to its tool span (for the result the next LLM call was sent), and the
+    requests left in `d["requests"]` are those nothing shows ran."""
+    order = sorted(spans, key=lambda s: (s.start or datetime.max.replace(tzinfo=UTC), s.order))
+    tools = [s for s in order if described[s.span_id]["kind"] == StepKind.TOOL_CALL]
+    by_call: dict[str, str] = {i: s.span_id for s in tools for i in described[s.span_id]["ids"]}
+    # Tool spans by (agent run, tool name), earliest first: a request looks only among its own.
+    pool: dict[tuple[str, str], list[str]] = {}
+    for t in tools:
+        pool.setdefault((_run_of(t, by_id, described), described[t.span_id]["name"]), []).append(t.span_id)
+    taken: set[str] = set()
+    for span in order:
+        d = described[span.span_id]
+        if not d["requests"]:
+            continue
+        run = _run_of(span, by_id, described)
+        left = []
+        for call in d["requests"]:
+            if any(i in by_call for i in call["ids"]):  # its id ran: paired, whatever else it says
+                hit = next((by_call[i] for i in call["ids"] if by_call.get(i) and by_call[i] not in taken), None)
+            else:
+                same = (t for t in pool.get((run, call["name"]), []) if t not in taken)
+                hit = next((t for t in same if same_arguments(described[t]["input"], call["arguments"])), None)
+                if hit is None:
+                    left.append(call)
+            if hit is not None:
+                taken.add(hit)
+                described[hit]["ids"] = described[hit]["ids"] or call["ids"]
+        d["requests"] = left
 
 
 def _span_error(span: Span) -> str:
@@ -349,24 +340,17 @@ def spans_to_steps(spans: list[Span]) -> list[Step]:
     """Spans of one trace as steps, depth-first with siblings by start time.
 
     Agents are inherited from the nearest ancestor that names one, so every step sits in its
-    agent's lane. A tool call an LLM asked for (a tool_call part of its output) with no tool
-    span carrying its id becomes a step of its own, evidence state *requested*, unless a
-    later call shows its result.
+    agent's lane. A tool call an LLM asked for that no tool span ran (_match_requests) becomes a
+    step of its own, evidence state *requested*, unless a later LLM call was sent its result.
     """
-    by_id = {s.span_id: s for s in spans}
-    children: dict[str, list[Span]] = {}
-    roots = []
-    for s in spans:
-        if s.parent_id and s.parent_id in by_id and s.parent_id != s.span_id:
-            children.setdefault(s.parent_id, []).append(s)
-        else:
-            roots.append(s)
+    by_id, children, roots = _tree(spans)
 
     def key(s: Span):
         return (s.start or datetime.max.replace(tzinfo=UTC), s.order)
 
     described = {s.span_id: _describe(s) for s in spans}
-    executed = {d["call_id"] for d in described.values() if d["call_id"]}
+    _name_agent_spans(spans, by_id, described)
+    _match_requests(spans, by_id, described)
     results: dict[str, str] = {}
     for d in described.values():
         results.update(d["results"])
@@ -381,31 +365,20 @@ def spans_to_steps(spans: list[Span]) -> list[Step]:
         d = described[span.span_id]
         agent = d["agent"] or parent_agent
         kind = d["kind"]
-        if d["agent_span"]:
+        if d["agent_span"] and kind == StepKind.OTHER:
             kind = StepKind.HANDOFF if parent_agent and d["agent"] and d["agent"] != parent_agent else StepKind.OTHER
         step = Step(
-            index=len(steps),
-            agent=agent[:200],
-            kind=kind,
-            name=d["name"][:NAME_LIMIT],
-            input=d["input"],
-            output=d["output"],
-            parent_index=parent_index,
-            span_id=span.span_id[:100],
-            started_at=span.start,
-            ended_at=span.end,
-            status=span.status,
-            error=_span_error(span),
-        )
+            index=len(steps), agent=agent[:200], kind=kind, name=d["name"][:NAME_LIMIT], input=d["input"],
+            output=d["output"], parent_index=parent_index, span_id=span.span_id[:100], started_at=span.start,
+            ended_at=span.end, status=span.status, error=_span_error(span), detail=d["detail"],
+        )  # fmt: skip
         if kind == StepKind.TOOL_CALL:
-            if not step.output and d["call_id"] in results:
-                step.output = results[d["call_id"]]
+            if not step.output:
+                step.output = next((results[i] for i in d["ids"] if i in results), "")
             step.ran = bool(step.output) or span.end is not None or span.status == "error"
         steps.append(step)
         for call in d["requests"]:
-            if call["id"] and call["id"] in executed:
-                continue
-            result = results.get(call["id"], "") if call["id"] else ""
+            result = next((results[i] for i in call["ids"] if i in results), "")
             steps.append(
                 Step(
                     index=len(steps),
@@ -416,7 +389,7 @@ def spans_to_steps(spans: list[Span]) -> list[Step]:
                     output=result,
                     parent_index=step.index,
                     ran=bool(result),
-                    span_id=f"{span.span_id}/{call['id']}"[:100] if call["id"] else "",
+                    span_id=f"{span.span_id}/{call['ids'][-1]}"[:100] if call["ids"] else "",
                 )
             )
         for child in sorted(children.get(span.span_id, []), key=key, reverse=True):

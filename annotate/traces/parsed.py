@@ -33,6 +33,7 @@ class Step:
     error: str = ""
     paired_index: int | None = None
     ran: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -109,6 +110,8 @@ def _steps_digest(steps: list[Step]) -> str:
                                s.status, s.error, s.started_at, s.ended_at, s.paired_index, s.ran))) + "\x1e"
         for s in steps
     )  # fmt: skip
+    # Details only where a step has them, so formats without (Who&When, MAST) keep the digests they had.
+    text += "".join(f"{s.index}\x1f{json.dumps(s.detail, sort_keys=True, default=str)}\x1e" for s in steps if s.detail)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -6,6 +6,7 @@ trace writes nothing; a changed one keeps its episode and codings and has its st
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -33,7 +34,7 @@ UPLOAD_DIR = "imports"
 # TraceStep's columns in the order RawWriter inserts them (checked against the model in _step_writer).
 STEP_COLUMNS = [
     "document_id", "index", "parent_index", "depth", "span_id", "agent", "kind", "name", "input", "output",
-    "started_at", "ended_at", "status", "error", "paired_index", "ran",
+    "started_at", "ended_at", "status", "error", "paired_index", "ran", "detail",
 ]  # fmt: skip
 
 
@@ -45,10 +46,12 @@ def _step_writer() -> RawWriter:
 
 
 def _step_rows(document_id: int, steps: list[Step]) -> list[tuple]:
-    """Rows in STEP_COLUMNS order (kind and status as plain str: a driver may adapt an Enum by its name)."""
+    """Rows in STEP_COLUMNS order (kind and status as plain str: a driver may adapt an Enum by its name;
+    the detail as its JSON text, which is what a prepared row carries for a JSON column)."""
     return [
         (document_id, s.index, s.parent_index, s.depth, s.span_id, s.agent, str(s.kind), s.name, s.input, s.output,
-         s.started_at, s.ended_at, str(s.status), s.error, s.paired_index, s.ran)
+         s.started_at, s.ended_at, str(s.status), s.error, s.paired_index, s.ran,
+         json.dumps(s.detail, ensure_ascii=False, default=str) if s.detail else "{}")
         for s in steps
     ]  # fmt: skip
 

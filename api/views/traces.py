@@ -56,6 +56,12 @@ class StepSerializer(serializers.Serializer):
     error = serializers.CharField(source="step.error", help_text="Error text.")
     paired = serializers.IntegerField(source="step.paired_index", allow_null=True, help_text="Paired call/result.")
     evidence = serializers.CharField(help_text="Tool calls: requested, ran or effect.")
+    detail = serializers.JSONField(
+        source="step.detail",
+        help_text="What the span said beyond the columns: model, input_tokens, output_tokens, total_tokens, cost, "
+        "finish_reason, http_status, status_message, and its other attributes (cut at 4 KB; attributes_omitted "
+        "counts what was left out). Empty for log formats.",
+    )
     artifacts = serializers.SerializerMethodField(help_text="Artifacts linked to this step.")
 
     def get_artifacts(self, row) -> list[dict]:
