@@ -29,6 +29,45 @@ def test_it_runs_quick_and_ends_with_the_fixed_json_keys():
         # 200 seeded studies: a standard error of about 1.5 points at 95%.
         assert default["0.3"] >= 0.9 and default["0.05"] >= 0.9 and default["0.005"] >= 0.87, sc["name"]
         assert sc["zero_width"][stats.DEFAULT_CELL_METHOD] == 0
+        assert set(sc["median_width_ratio"]) == set(stats.CELL_METHODS)
+        assert all(r == 1.0 for r in sc["median_width_ratio"]["percentile"].values() if r is not None)
+        for method in stats.CELL_METHODS:
+            for k, c in sc["coverage"][method].items():
+                misses = sc["miss_below"][method][k] + sc["miss_above"][method][k]
+                assert misses == round((1 - c) * sc["studies"]) and sc["flagged_misses"][method][k] <= misses
     # The instrument sees what it must: empty cells give the percentile bootstrap zero-width misses.
     assert sum(sc["zero_width"]["percentile"] for sc in last["scenarios"]) > 0
     assert last["scenarios"][1]["coverage"]["percentile"]["0.005"] < 0.8
+    assert isinstance(last["targets_met"], bool) and last["targets_met"] == (not last["target_failures"])
+
+
+def test_it_checks_the_targets_and_names_each_miss():
+    sys.path.insert(0, str(BENCH.parent.parent))
+    from bench.coverage_bench import KEYS, target_failures
+
+    def result(cov, pct, ratio, flagged=0, misses=(0, 0)):
+        methods = (stats.DEFAULT_CELL_METHOD, "percentile")
+        return {
+            "name": "s", "coverage": {stats.DEFAULT_CELL_METHOD: cov, "percentile": pct},
+            "median_width_ratio": {stats.DEFAULT_CELL_METHOD: ratio, "percentile": dict.fromkeys(KEYS, 1.0)},
+            "miss_below": {m: dict.fromkeys(KEYS, misses[0]) for m in methods},
+            "miss_above": {m: dict.fromkeys(KEYS, misses[1]) for m in methods},
+            "flagged_misses": {m: dict.fromkeys(KEYS, flagged) for m in methods},
+        }  # fmt: skip
+
+    good = dict.fromkeys(KEYS, 0.95)
+    assert target_failures(result(good, good, dict.fromkeys(KEYS, 1.2))) == []
+    assert target_failures(result({**good, "0.05": 0.92}, good, dict.fromkeys(KEYS, 1.2))) == [
+        "s: 0.05 cell covers 92.0%, outside 93-97%"
+    ]
+    assert target_failures(result({**good, "0.3": 0.975}, good, dict.fromkeys(KEYS, 1.2)))[0].startswith("s: 0.3 cell")
+    wide = target_failures(result(good, good, {**dict.fromkeys(KEYS, 1.2), "0.4": 1.6}))
+    assert wide == ["s: 0.4 cell is 1.60x the percentile's width where it covers 95.0%"]
+    # Width only counts where the percentile covers at least 93%.
+    assert target_failures(result(good, {**good, "0.4": 0.92}, {**dict.fromkeys(KEYS, 1.2), "0.4": 1.6})) == []
+    # A rare cell under 90% passes only when every miss is flagged.
+    rare = {**good, "0.005": 0.85}
+    assert target_failures(result(rare, good, dict.fromkeys(KEYS, 1.2), flagged=30, misses=(10, 20))) == []
+    assert target_failures(result(rare, good, dict.fromkeys(KEYS, 1.2), flagged=29, misses=(10, 20))) == [
+        "s: 0.005 cell covers 85.0% with 1 unflagged misses"
+    ]
