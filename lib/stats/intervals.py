@@ -98,10 +98,12 @@ def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
     df (the lower limit's) is bell_mccaffrey_df of the sizes. The upper limit
     of a cell whose records sit in c clusters rests on at most c - 1 degrees
     of freedom (df_upper = min(df, c - 1), at least 1) when the cell shows
-    clustering (a design effect above 1): a share held by a few clusters is
-    skewed, its variance estimate is small exactly when the share came out
-    small, and the misses are all above the interval
-    (bench/coverage_bench.py, miss balance).
+    clustering: a design effect above 1 and some cluster holding two or more
+    of its records. A share held by a few clusters is skewed, its variance
+    estimate is small exactly when the share came out small, and the misses
+    are all above the interval (bench/coverage_bench.py, miss balance). A cell
+    whose records each sit in a cluster of their own shows no clustering, and
+    one record does not make its upper limit a t with 1 degree of freedom.
     """
     C = design.counts.astype(np.float64)
     m = C.sum(axis=1)
@@ -115,8 +117,9 @@ def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
     cap = max(1.0, float((m * m).sum() / N))
     deff = np.clip(raw, 1.0, cap)
     df = bell_mccaffrey_df(m)
-    carried = np.maximum(clusters_with_records(design) - 1, 1).astype(np.float64)
-    df_upper = np.where(raw > 1, np.minimum(df, carried), df)
+    holding = clusters_with_records(design)
+    clustered = (raw > 1) & (C.sum(axis=0) > holding)
+    df_upper = np.where(clustered, np.minimum(df, np.maximum(holding - 1, 1).astype(np.float64)), df)
     return EffectiveSizes(_frozen(deff), _frozen(N / deff), _frozen(np.full(p.shape, df)), _frozen(df_upper), cap)
 
 

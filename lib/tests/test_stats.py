@@ -547,7 +547,7 @@ def reference_cellwise(counts, level=0.95):
         raw = v / (p * (1 - p) / N)
         deff = min(max(raw, 1.0), cap)
         carried = sum(1 for x in y if x > 0)
-        df_up = min(df, max(carried - 1, 1)) if raw > 1 else df
+        df_up = min(df, max(carried - 1, 1)) if raw > 1 and sum(y) > carried else df
         limits = []
         for d, side in ((df, 0), (df_up, 1)):
             n = N / deff * (st.t.ppf(1 - a / 2, N - 1) / st.t.ppf(1 - a / 2, d)) ** 2
@@ -558,9 +558,10 @@ def reference_cellwise(counts, level=0.95):
 
 
 def test_it_computes_the_default_interval_like_a_plain_reference_cell_by_cell():
-    cells = [0, 0, 1, 0, 2, 0, 0, 1, 1, 0, 0, 2, 0, 1, 0, 0, 4, 4, 4, 4, 4, 0]
-    clusters = ["a", "a", "a", "b", "b", "c", "c", "c", "c", "d", "e", "e", "f", "f", "g", "h"] + ["a"] * 4 + ["h"] * 2
-    d = design(cells, clusters, K=5)  # cell 3 is empty; cell 4 sits in one cluster
+    cells = [0, 0, 1, 0, 2, 0, 0, 1, 1, 0, 0, 2, 0, 1, 0, 0, 4, 4, 4, 4, 4, 0, 5, 5]
+    clusters = ["a", "a", "a", "b", "b", "c", "c", "c", "c", "d", "e", "e", "f", "f", "g", "h"] + ["a"] * 4
+    clusters += ["h", "h", "b", "g"]
+    d = design(cells, clusters, K=6)  # cell 3 is empty; cell 4 sits in one cluster; cell 5's 2 records in 2
     for level in (0.95, 0.9):
         iv = stats.cell_intervals(d, None, level=level)
         assert iv.method == "beta_cr2_bm"
@@ -569,6 +570,10 @@ def test_it_computes_the_default_interval_like_a_plain_reference_cell_by_cell():
             assert iv.df[k] == pytest.approx(df, rel=1e-10) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-10)
     eff = stats.effective_sizes(d)
     assert eff.df_upper[4] == 1.0 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
+    # Records each in a cluster of their own show no clustering: the upper limit keeps the design's df.
+    assert eff.deff[5] > 1 and eff.df_upper[5] == eff.df[5]
+    one = stats.effective_sizes(design([0] * 30 + [1], [f"r{i % 10}" for i in range(31)], K=2))
+    assert one.df_upper[1] == one.df[1] > 8
     assert eff.deff_cap == pytest.approx(sum(x * x for x in d.sizes.tolist()) / d.n)
 
 
