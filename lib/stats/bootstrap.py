@@ -241,6 +241,15 @@ CELL_METHOD_NAMES = {
     "percentile": "cluster bootstrap, percentile",
     "bca": "cluster bootstrap, BCa",
 }
+# Short labels for a method picker; CELL_METHOD_NAMES says in full what each method is.
+CELL_METHOD_LABELS = {
+    "beta_cr2_bm": "Korn-Graubard beta, cell by cell (CR2 variance, Bell-McCaffrey df)",
+    "svyciprop_beta": 'R svyciprop(method = "beta")',
+    "jeffreys_deff": "Jeffreys, design-effect size",
+    "wilson_deff": "Wilson, design-effect size",
+    "percentile": "cluster bootstrap, percentile",
+    "bca": "cluster bootstrap, BCa",
+}
 # Names a link, a script or a stored job may still carry: korn_graubard was the default before the cell-wise rule.
 CELL_METHOD_ALIASES = {"korn_graubard": DEFAULT_CELL_METHOD}
 BOOTSTRAP_METHODS = ("percentile", "bca")

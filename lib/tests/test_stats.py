@@ -758,7 +758,7 @@ def test_it_keeps_bca_as_the_old_flag_and_names_every_method():
     reps = stats.replicate_blocks([d], B=200, seed=1)[0]
     assert stats.cell_intervals(d, reps, bca=True).method == "bca"
     assert stats.cell_intervals(d, reps).method == stats.DEFAULT_CELL_METHOD == "beta_cr2_bm"
-    assert set(stats.CELL_METHOD_NAMES) == set(stats.CELL_METHODS)
+    assert set(stats.CELL_METHOD_NAMES) == set(stats.CELL_METHODS) == set(stats.CELL_METHOD_LABELS)
     old = stats.cell_intervals(d, reps, method="korn_graubard")  # the old name of the default still works
     assert old.method == "beta_cr2_bm" and np.array_equal(old.high, stats.cell_intervals(d, reps).high)
     assert stats.canonical_method("korn_graubard") == "beta_cr2_bm" and stats.canonical_method("bca") == "bca"
