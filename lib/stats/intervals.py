@@ -96,10 +96,10 @@ def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
     (cell_intervals gives it the exact binomial bound).
 
     df (the lower limit's) is bell_mccaffrey_df of the sizes. The upper limit
-    of a cell whose records sit in c clusters rests on at most c - 1 degrees
-    of freedom (df_upper = min(df, c - 1), at least 1) when the cell shows
-    clustering: a design effect above 1 and some cluster holding two or more
-    of its records. A share held by a few clusters is skewed, its variance
+    of a cell whose records are c clusters' worth (effective_clusters, Kish)
+    rests on at most c - 1 degrees of freedom (df_upper = min(df, c - 1), at
+    least 1) when the cell shows clustering: a design effect above 1 and some
+    cluster holding two or more of its records. A share held by a few clusters is skewed, its variance
     estimate is small exactly when the share came out small, and the misses
     are all above the interval (bench/coverage_bench.py, miss balance). A cell
     whose records each sit in a cluster of their own shows no clustering, and
@@ -117,9 +117,8 @@ def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
     cap = max(1.0, float((m * m).sum() / N))
     deff = np.clip(raw, 1.0, cap)
     df = bell_mccaffrey_df(m)
-    holding = clusters_with_records(design)
-    clustered = (raw > 1) & (C.sum(axis=0) > holding)
-    df_upper = np.where(clustered, np.minimum(df, np.maximum(holding - 1, 1).astype(np.float64)), df)
+    clustered = (raw > 1) & (C.sum(axis=0) > clusters_with_records(design))
+    df_upper = np.where(clustered, np.minimum(df, np.maximum(effective_clusters(design) - 1, 1)), df)
     return EffectiveSizes(_frozen(deff), _frozen(N / deff), _frozen(np.full(p.shape, df)), _frozen(df_upper), cap)
 
 

@@ -547,7 +547,8 @@ def reference_cellwise(counts, level=0.95):
         raw = v / (p * (1 - p) / N)
         deff = min(max(raw, 1.0), cap)
         carried = sum(1 for x in y if x > 0)
-        df_up = min(df, max(carried - 1, 1)) if raw > 1 and sum(y) > carried else df
+        worth = sum(y) ** 2 / sum(x * x for x in y)  # Kish's effective number of clusters
+        df_up = min(df, max(worth - 1, 1)) if raw > 1 and sum(y) > carried else df
         limits = []
         for d, side in ((df, 0), (df_up, 1)):
             n = N / deff * (st.t.ppf(1 - a / 2, N - 1) / st.t.ppf(1 - a / 2, d)) ** 2
@@ -651,7 +652,7 @@ def test_it_matches_r_svyciprop_beta_on_the_worked_example():
     assert [round(x, 4) for x in iv.high[:3]] == [0.8361, 0.6098, 0.2939]
     default = stats.cell_intervals(d, None)
     assert [round(x, 4) for x in default.low] == [0.2341, 0.0927, 0.0093, 0.0]
-    assert [round(x, 4) for x in default.high] == [0.8692, 0.6642, 0.5582, 0.0881]
+    assert [round(x, 4) for x in default.high] == [0.9021, 0.7187, 0.6737, 0.0881]
 
 
 def test_it_keeps_a_cells_interval_when_other_cells_are_merged_or_split():
