@@ -137,7 +137,7 @@ class KindSerializer(serializers.Serializer):
     n_eff = grid("Effective sample size per cell the analytic intervals use; null without enough data.")
     df = grid("Degrees of freedom of each cell's lower limit (Bell-McCaffrey); null without enough data.")
     df_upper = grid(
-        "Degrees of freedom of each cell's upper limit: at most its clusters with records - 1; "
+        "Degrees of freedom of each cell's upper limit: at most its effective clusters - 1 where it is clustered; "
         "null without enough data."
     )
     distributions = DistributionsSerializer()
