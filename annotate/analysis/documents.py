@@ -85,9 +85,13 @@ def _kind_section(i: int, design, boot, labels: LabelArrays, axes: Axes) -> dict
         "ci_low": _grid(boot.low, shape) if boot.enough else None,
         "ci_high": _grid(boot.high, shape) if boot.enough else None,
         "interval": boot.method,
+        "interval_name": stats.CELL_METHOD_NAMES[boot.method],
         "clusters_with_records": _grid(boot.clusters_with_records, shape, as_int=True),
+        "effective_clusters": _grid(boot.effective_clusters, shape) if boot.enough else None,
         "few_clusters": _flags(boot.few_clusters, shape),
         "n_eff": _grid(boot.n_eff, shape) if boot.enough else None,
+        "df": _grid(boot.df, shape) if boot.enough else None,
+        "df_upper": _grid(boot.df_upper, shape) if boot.enough else None,
         "distributions": {
             "failure_type": _distribution(labels.failure_type[m], axes.types, NEEDS_NEW_TYPE),
             "category": _distribution(labels.category[m], axes.categories),

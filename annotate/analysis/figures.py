@@ -123,13 +123,17 @@ def kind_csv(doc: dict, kind: str) -> str:
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(["kind", "stage", "capability", "count", "n", "proportion", "ci_low", "ci_high", "interval",
-                "clusters_with_records", "few_clusters"])  # fmt: skip
+                "clusters_with_records", "few_clusters", "interval_name", "effective_clusters", "df",
+                "df_upper"])  # fmt: skip
     method = section.get("interval", doc["parameters"]["interval"])
+    name = section.get("interval_name", doc["parameters"].get("interval_name", ""))
     for i, s in enumerate(stages):
         for j, c in enumerate(caps):
             limits = (_at(section[key], i, j) for key in ("proportions", "ci_low", "ci_high"))
             flags = (_at(section.get(key), i, j) for key in ("clusters_with_records", "few_clusters"))
-            w.writerow([kind, s, c, section["counts"][i][j], section["n_episodes"], *limits, method, *flags])
+            basis = (_at(section.get(key), i, j) for key in ("effective_clusters", "df", "df_upper"))
+            w.writerow([kind, s, c, section["counts"][i][j], section["n_episodes"], *limits, method, *flags, name,
+                        *basis])  # fmt: skip
     return out.getvalue()
 
 

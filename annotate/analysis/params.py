@@ -105,6 +105,7 @@ def parse_params(
             errors["bca"] = ["Must be true or false."]
     method = "bca" if flag else stats.DEFAULT_CELL_METHOD
     if interval not in (None, ""):
+        interval = stats.CELL_METHOD_ALIASES.get(interval, interval)
         if interval not in stats.CELL_METHODS:
             errors["interval"] = [f"Choose one of {', '.join(stats.CELL_METHODS)}."]
         elif flag and interval != "bca":

@@ -38,7 +38,7 @@ from lib import stats
 from taxonomy.services import parse_codebook_label
 
 PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
-METHODS = [(m, stats.CELL_METHOD_NAMES[m]) for m in stats.CELL_METHODS]
+METHODS = [(m, stats.CELL_METHOD_LABELS[m]) for m in stats.CELL_METHODS]
 FORMATS = {"svg": "image/svg+xml", "png": "image/png", "csv": "text/csv; charset=utf-8", "json": "application/json"}
 
 

@@ -11,10 +11,16 @@ from rest_framework import serializers
 
 from annotate.analysis.coders import AGREEMENT_B
 from annotate.analysis.params import DEFAULT_B
-from lib.stats.bootstrap import CELL_METHOD_NAMES, CELL_METHODS, DEFAULT_CELL_METHOD, MIN_CLUSTERS
+from lib.stats.bootstrap import (
+    CELL_METHOD_ALIASES,
+    CELL_METHOD_NAMES,
+    CELL_METHODS,
+    DEFAULT_CELL_METHOD,
+    MIN_CLUSTERS,
+)
 
 # Named once for the OpenAPI schema (settings.SPECTACULAR_SETTINGS ENUM_NAME_OVERRIDES).
-CELL_INTERVAL_CHOICES = list(CELL_METHODS)
+CELL_INTERVAL_CHOICES = [*CELL_METHODS, *CELL_METHOD_ALIASES]  # an old name gives its method
 
 
 class MatrixQuerySerializer(serializers.Serializer):
@@ -43,6 +49,7 @@ class MatrixQuerySerializer(serializers.Serializer):
         required=False,
         help_text=f"Cell-share interval, default {DEFAULT_CELL_METHOD}: "
         + "; ".join(f"{k}: {v}" for k, v in CELL_METHOD_NAMES.items())
+        + "; ".join(f". {k} is the old name of {v}" for k, v in CELL_METHOD_ALIASES.items())
         + ". Differences between kinds always use the cluster bootstrap (BCa with interval=bca).",
     )
 
@@ -118,15 +125,26 @@ class KindSerializer(serializers.Serializer):
     ci_low = grid("Lower interval limits; null without enough data.")
     ci_high = grid("Upper interval limits; null without enough data.")
     interval = serializers.ChoiceField(choices=list(CELL_METHODS), help_text="The cell-share interval method.")
+    interval_name = serializers.CharField(help_text="What the interval method is, in words.")
     clusters_with_records = serializers.ListField(
         child=serializers.ListField(child=serializers.IntegerField()),
         help_text="Per cell, the clusters holding at least one of its episodes.",
     )
+    effective_clusters = grid(
+        "Per cell, how many clusters' worth its episodes are: (sum y)^2 / sum y^2 over clusters (Kish); "
+        "null without enough data."
+    )
     few_clusters = serializers.ListField(
         child=serializers.ListField(child=serializers.BooleanField()),
-        help_text=f"Per cell: the interval rests on fewer than {MIN_CLUSTERS} clusters with records.",
+        help_text=f"Per cell: the interval rests on fewer than {MIN_CLUSTERS} effective clusters (which includes "
+        f"every cell with records in fewer than {MIN_CLUSTERS} clusters).",
     )
-    n_eff = grid("Design-effect effective sample size per cell; null without enough data.")
+    n_eff = grid("Effective sample size per cell the analytic intervals use; null without enough data.")
+    df = grid("Degrees of freedom of each cell's lower limit (Bell-McCaffrey); null without enough data.")
+    df_upper = grid(
+        "Degrees of freedom of each cell's upper limit: at most its effective clusters - 1 where it is clustered; "
+        "null without enough data."
+    )
     distributions = DistributionsSerializer()
     excluded = serializers.DictField(child=serializers.IntegerField(), help_text="Excluded episodes by reason.")
 
@@ -145,7 +163,7 @@ class DifferenceSerializer(serializers.Serializer):
     interval = serializers.ChoiceField(choices=["percentile", "bca"], help_text="Cluster-bootstrap interval.")
     few_clusters = serializers.ListField(
         child=serializers.ListField(child=serializers.BooleanField()),
-        help_text=f"Per cell: either kind rests on fewer than {MIN_CLUSTERS} clusters with records.",
+        help_text=f"Per cell: either kind rests on fewer than {MIN_CLUSTERS} effective clusters.",
     )
 
 

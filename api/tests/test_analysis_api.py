@@ -65,19 +65,32 @@ def test_it_names_the_interval_method_and_flags_cells_on_few_clusters(paper, ver
     doc = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200&interval=jeffreys_deff").json()
     p = doc["parameters"]
     assert (p["interval"], p["interval_default"], p["difference_interval"]) == (
-        "jeffreys_deff", "korn_graubard", "percentile"
+        "jeffreys_deff", "beta_cr2_bm", "percentile"
     )  # fmt: skip
     assert p["interval_name"].startswith("Jeffreys") and p["min_clusters"] == 5
     gh = next(k for k in doc["kinds"] if k["kind"] == "github_issue")
-    assert gh["interval"] == "jeffreys_deff"
+    assert gh["interval"] == "jeffreys_deff" and gh["interval_name"] == p["interval_name"]
     for i, row in enumerate(gh["clusters_with_records"]):
         for j, n in enumerate(row):
-            assert gh["few_clusters"][i][j] == (n < 5)
+            assert gh["few_clusters"][i][j] == (gh["effective_clusters"][i][j] < 5)
+            assert gh["effective_clusters"][i][j] <= n and (n >= 5 or gh["few_clusters"][i][j])
             if gh["counts"][i][j] == 0:
                 assert gh["ci_high"][i][j] > 0  # an empty cell still gets a real upper bound
     assert any(f for row in gh["few_clusters"] for f in row)
     default = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200").json()
-    assert default["parameters"]["interval"] == "korn_graubard"
+    assert default["parameters"]["interval"] == "beta_cr2_bm"
+    gd = next(k for k in default["kinds"] if k["kind"] == "github_issue")
+    assert gd["interval_name"].startswith("Korn-Graubard beta interval, cell by cell")
+    n = gd["n_episodes"]
+    for i, row in enumerate(gd["counts"]):
+        for j, c in enumerate(row):
+            assert 1 <= gd["df_upper"][i][j] <= gd["df"][i][j] <= gd["n_clusters"] - 1
+            if c == 0:  # the exact binomial bound on all the kind's episodes
+                assert gd["ci_high"][i][j] == pytest.approx(1 - 0.025 ** (1 / n))
+    old = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200&interval=korn_graubard").json()
+    assert old["parameters"]["interval"] == "beta_cr2_bm" and old["kinds"] == default["kinds"]
+    r = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200&interval=svyciprop_beta").json()
+    assert r["parameters"]["interval_name"].startswith('R survey::svyciprop(method = "beta")')
     bca = as_user(vera).get("/api/v1/studies/alpha/matrix/?bootstrap=200&bca=true").json()
     assert bca["parameters"]["interval"] == bca["parameters"]["difference_interval"] == "bca"
     diff = doc["differences"][0]

@@ -16,7 +16,7 @@ from annotate.models import SuggestionBackend
 from api import selectors
 from api.permissions import StudyMember
 from api.serializers.core import JobSerializer
-from lib.stats.bootstrap import CELL_METHODS, DEFAULT_CELL_METHOD
+from lib.stats.bootstrap import CELL_METHOD_ALIASES, CELL_METHODS, DEFAULT_CELL_METHOD
 
 
 @extend_schema(
@@ -140,7 +140,9 @@ class AnalysisRequestSerializer(serializers.Serializer):
     cap = serializers.IntegerField(required=False, allow_null=True, help_text="Cap per cluster (1-10000).")
     bca = serializers.BooleanField(required=False, help_text="Bias-corrected and accelerated intervals.")
     interval = serializers.ChoiceField(
-        choices=list(CELL_METHODS), required=False, help_text=f"Cell-share interval (default {DEFAULT_CELL_METHOD})."
+        choices=[*CELL_METHODS, *CELL_METHOD_ALIASES],
+        required=False,
+        help_text=f"Cell-share interval (default {DEFAULT_CELL_METHOD}).",
     )
 
 

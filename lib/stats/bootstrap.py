@@ -230,16 +230,39 @@ def _jackknife_props(design: ClusterDesign) -> np.ndarray:
 # Cluster bootstrap of cell proportions and of differences between kinds
 
 
-CELL_METHODS = ("korn_graubard", "jeffreys_deff", "wilson_deff", "percentile", "bca")
-DEFAULT_CELL_METHOD = "korn_graubard"
+CELL_METHODS = ("beta_cr2_bm", "svyciprop_beta", "jeffreys_deff", "wilson_deff", "percentile", "bca")
+DEFAULT_CELL_METHOD = "beta_cr2_bm"
 CELL_METHOD_NAMES = {
-    "korn_graubard": "Korn-Graubard (Clopper-Pearson on the design-effect effective sample size)",
+    "beta_cr2_bm": "Korn-Graubard beta interval, cell by cell: CR2 cluster variance, Bell-McCaffrey degrees of "
+    "freedom (an upper limit on at most effective clusters - 1), design effect at most full clustering's; an empty "
+    "cell gets the exact binomial (Clopper-Pearson) bound on all the kind's records",
+    "svyciprop_beta": 'R survey::svyciprop(method = "beta"): linearised variance, clusters - 1 degrees of freedom',
     "jeffreys_deff": "Jeffreys on the design-effect effective sample size",
     "wilson_deff": "Wilson on the design-effect effective sample size",
     "percentile": "cluster bootstrap, percentile",
     "bca": "cluster bootstrap, BCa",
 }
+# Short labels for a method picker; CELL_METHOD_NAMES says in full what each method is.
+CELL_METHOD_LABELS = {
+    "beta_cr2_bm": "Korn-Graubard beta, cell by cell (CR2 variance, Bell-McCaffrey df)",
+    "svyciprop_beta": 'R svyciprop(method = "beta")',
+    "jeffreys_deff": "Jeffreys, design-effect size",
+    "wilson_deff": "Wilson, design-effect size",
+    "percentile": "cluster bootstrap, percentile",
+    "bca": "cluster bootstrap, BCa",
+}
+# Names a link, a script or a stored job may still carry: korn_graubard was the default before the cell-wise rule.
+CELL_METHOD_ALIASES = {"korn_graubard": DEFAULT_CELL_METHOD}
 BOOTSTRAP_METHODS = ("percentile", "bca")
+BETA_METHODS = ("beta_cr2_bm", "svyciprop_beta")
+
+
+def canonical_method(method: str) -> str:
+    """The cell method a name stands for (an alias gives its method); ValueError naming the methods otherwise."""
+    method = CELL_METHOD_ALIASES.get(method, method)
+    if method not in CELL_METHODS:
+        raise ValueError(f"method must be one of {', '.join(CELL_METHODS)}")
+    return method
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,9 +270,15 @@ class CellBootstrap:
     """Per-cell proportion estimates and intervals for one kind (flattened K cells).
 
     `clusters_with_records` counts, per cell, the clusters holding at least one
-    of its episodes; an interval resting on fewer than MIN_CLUSTERS of them is
-    flagged (`few_clusters`). `n_eff` is the design-effect effective sample size
-    the analytic methods use (N / deff, deff floored at 1).
+    of its episodes, and `effective_clusters` how many clusters' worth they are
+    (Kish's (sum y_g)^2 / sum y_g^2: 3 for three clusters with 5 records each,
+    barely above 1 when one of them holds 50 records and two hold 1). An
+    interval resting on fewer than MIN_CLUSTERS effective clusters is flagged
+    (`few_clusters`); as the effective number never exceeds the count, that
+    includes every cell with records in fewer than MIN_CLUSTERS clusters.
+    `n_eff` is the effective sample size the analytic methods use, `df` and
+    `df_upper` the degrees of freedom of the lower and upper limits (see
+    lib.stats.intervals.effective_sizes).
     """
 
     estimate: np.ndarray
@@ -260,15 +289,20 @@ class CellBootstrap:
     method: str = "percentile"
     clusters_with_records: np.ndarray | None = None
     n_eff: np.ndarray | None = None
+    df: np.ndarray | None = None
+    df_upper: np.ndarray | None = None
+    effective_clusters: np.ndarray | None = None
 
     @property
     def few_clusters(self) -> np.ndarray:
-        return self.clusters_with_records < MIN_CLUSTERS
+        few = self.clusters_with_records < MIN_CLUSTERS
+        return few if self.effective_clusters is None else few | (self.effective_clusters < MIN_CLUSTERS)
 
 
 @dataclass(frozen=True, eq=False)
 class DiffBootstrap:
-    """Per-cell differences p_a - p_b with intervals; `few_clusters` when either side rests on < MIN_CLUSTERS."""
+    """Per-cell differences p_a - p_b with intervals; `few_clusters` when either side rests on fewer than
+    MIN_CLUSTERS effective clusters."""
 
     estimate: np.ndarray
     low: np.ndarray

@@ -1,5 +1,9 @@
-"""Intervals for cells and differences: analytic (Korn-Graubard, design-effect Jeffreys and Wilson) and bootstrap,
-with the effective sizes they rest on; Wilson intervals for plain proportions."""
+"""Intervals for cells and differences: analytic (the cell-wise Korn-Graubard beta interval, R's svyciprop beta,
+design-effect Jeffreys and Wilson) and bootstrap, with the effective sizes they rest on; Wilson intervals for plain
+proportions.
+
+Every analytic figure of a cell (design effect, effective size, degrees of freedom, limits) depends only on that
+cell's counts per cluster and on the clusters' sizes, so merging or splitting other cells never moves it."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import numpy as np
 from scipy.special import betaincinv, ndtri, stdtrit
 
 from lib.stats.bootstrap import (
+    BETA_METHODS,
     BOOTSTRAP_METHODS,
     CELL_METHODS,
     DEFAULT_CELL_METHOD,
@@ -20,6 +25,7 @@ from lib.stats.bootstrap import (
     _bca,
     _jackknife_props,
     _percentile,
+    canonical_method,
     design_enough,
     replicate_blocks,
     replicate_proportions,
@@ -32,50 +38,117 @@ def clusters_with_records(design: ClusterDesign) -> np.ndarray:
     return (design.counts > 0).sum(axis=0)
 
 
+def effective_clusters(design: ClusterDesign) -> np.ndarray:
+    """Per cell, Kish's effective number of clusters holding its episodes, (sum y_g)^2 / sum y_g^2 (0 if none)."""
+    C = design.counts.astype(np.float64)
+    y = C.sum(axis=0)
+    sq = (C * C).sum(axis=0)
+    return np.divide(y * y, sq, out=np.zeros_like(y), where=sq > 0)
+
+
 @dataclass(frozen=True, eq=False)
 class EffectiveSizes:
-    """Per-cell design effects and effective sample sizes of one design, and the pooled degrees of freedom."""
+    """Per-cell design effects, effective sample sizes and degrees of freedom of one design.
+
+    `df` is what the lower limit rests on, `df_upper` what the upper limit rests on (see effective_sizes);
+    `deff_cap` is the largest design effect the design allows.
+    """
 
     deff: np.ndarray
     n_eff: np.ndarray
-    df: float
+    df: np.ndarray
+    df_upper: np.ndarray
+    deff_cap: float
+
+
+def bell_mccaffrey_df(sizes: np.ndarray) -> float:
+    """Bell and McCaffrey's (2002) degrees of freedom of the CR2 variance of a mean over clusters of these sizes.
+
+    Under the working model of independent records, the CR2-adjusted cluster residual sums e_g / sqrt(1 - h_g)
+    (h_g = m_g / N) have covariance O = W^1/2 (diag(m) - m m' / N) W^1/2 with W = diag(1 / (1 - h)), and the
+    variance estimate is their sum of squares; its Satterthwaite degrees of freedom are (tr O)^2 / tr(O^2) =
+    N^2 / (sum w^2 m^2 - 2 sum w^2 m^3 / N + (sum w m^2)^2 / N^2), computed here in O(G). They equal G - 1 when
+    all clusters have the same size and fall towards 1 as one cluster takes over. They depend on the sizes
+    only, so every cell of a kind gets the same figure and no other cell can move it.
+    """
+    m = np.asarray(sizes, dtype=np.float64)
+    m = m[m > 0]
+    G, N = m.size, float(m.sum())
+    if G < 2:
+        return 1.0
+    w = 1 / (1 - m / N)
+    tr2 = (w * w * m * m).sum() - 2 * (w * w * m**3).sum() / N + (w * m * m).sum() ** 2 / N**2
+    return float(np.clip(N * N / tr2, 1, G - 1))
 
 
 def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
-    """Per-cell design effect, effective sample size N / deff, and degrees of freedom for the t correction.
+    """Per-cell design effect, effective sample size N / deff and degrees of freedom, each from the cell alone.
 
-    The variance of p = Y / N under sampling of G clusters is estimated from
-    the linearised residuals e_g = y_g - p m_g with the bias-reduced (CR2)
+    The variance of p = Y / N under sampling of G clusters is estimated from the
+    linearised residuals e_g = y_g - p m_g with the bias-reduced (CR2)
     correction of Bell and McCaffrey (2002): each residual is divided by
-    sqrt(1 - h_g), h_g = m_g / N being the cluster's share of the records, so
-    one dominant repository no longer hides its own weight. deff is that
-    variance over the binomial p (1 - p) / N, floored at 1 (Korn and Graubard
-    1998). A cell with no records, or with all of them, has no variance of its
-    own and takes the kind's pooled design effect (summed variances over summed
-    binomial variances), which keeps its interval from collapsing to a point.
+    sqrt(1 - h_g), h_g = m_g / N being the cluster's share of the records. deff
+    is that variance over the binomial p (1 - p) / N, floored at 1 and capped at
+    sum m_g^2 / N, the design effect of repositories that each put all their
+    records in one cell (intra-cluster correlation 1): no cluster, however
+    dominant, can make an estimate more uncertain than that. A cell with no
+    records (or all of them) has no variance of its own: deff 1, the full N
+    (cell_intervals gives it the exact binomial bound).
 
-    df is a Satterthwaite-type effective number of clusters, (sum e~^2)^2 /
-    sum e~^4 with the sums over clusters and cells, clipped to [1, G - 1]: it
-    nears G - 1 when clusters carry equal residual weight and falls towards
-    the number of cells when one cluster carries it all. Pooling the cells
-    keeps rare cells, whose residuals sit in a few clusters, from getting
-    absurdly few degrees of freedom; bench/coverage_bench.py shows the
-    resulting coverage (per-cell df over-cover rare cells at 100%, G - 1
-    under-covers under skewed cluster sizes).
+    df (the lower limit's) is bell_mccaffrey_df of the sizes. The upper limit
+    of a cell whose records are c clusters' worth (effective_clusters, Kish)
+    rests on at most c - 1 degrees of freedom (df_upper = min(df, c - 1), at
+    least 1) when the cell shows clustering: a design effect above 1 and some
+    cluster holding two or more of its records. A share held by a few clusters is skewed, its variance
+    estimate is small exactly when the share came out small, and the misses
+    are all above the interval (bench/coverage_bench.py, miss balance). A cell
+    whose records each sit in a cluster of their own shows no clustering, and
+    one record does not make its upper limit a t with 1 degree of freedom.
     """
     C = design.counts.astype(np.float64)
-    G, N = C.shape[0], float(design.n)
     m = C.sum(axis=1)
+    N = float(m.sum())
     p = C.sum(axis=0) / N
-    e2 = (C - np.outer(m, p)) ** 2 / (1 - m / N)[:, None]
-    v = e2.sum(axis=0) / N**2
+    h = m / N
+    scale = np.divide(1.0, 1 - h, out=np.zeros_like(h), where=h < 1)
+    v = ((C - np.outer(m, p)) ** 2 * scale[:, None]).sum(axis=0) / N**2
     srs = p * (1 - p) / N
-    pooled = max(1.0, float(v.sum() / srs.sum())) if srs.sum() > 0 else 1.0
-    own = np.divide(v, srs, out=np.full(p.shape, pooled), where=srs > 0)
-    deff = np.maximum(own, 1.0)
-    s4 = float((e2**2).sum())
-    df = float(np.clip(e2.sum() ** 2 / s4, 1, G - 1)) if s4 > 0 else float(G - 1)
-    return EffectiveSizes(_frozen(deff), _frozen(N / deff), df)
+    raw = np.divide(v, srs, out=np.ones_like(p), where=srs > 0)
+    cap = max(1.0, float((m * m).sum() / N))
+    deff = np.clip(raw, 1.0, cap)
+    df = bell_mccaffrey_df(m)
+    clustered = (raw > 1) & (C.sum(axis=0) > clusters_with_records(design))
+    df_upper = np.where(clustered, np.minimum(df, np.maximum(effective_clusters(design) - 1, 1)), df)
+    return EffectiveSizes(_frozen(deff), _frozen(N / deff), _frozen(np.full(p.shape, df)), _frozen(df_upper), cap)
+
+
+@dataclass(frozen=True, eq=False)
+class SurveyBeta:
+    """What R's survey::svyciprop(method = "beta") computes per cell for a one-stage cluster design."""
+
+    variance: np.ndarray  # svymean's linearised variance, G / (G - 1) sum_g e_g^2 / N^2
+    n_eff: np.ndarray  # p (1 - p) / variance; the full N where that is undefined (see svyciprop_sizes)
+    df: float  # degf(design) = G - 1
+
+
+def svyciprop_sizes(design: ClusterDesign) -> SurveyBeta:
+    """The effective sizes of R's svyciprop(method = "beta"), per cell.
+
+    For `svydesign(ids = ~repository, data = episodes)` svymean's variance of
+    a share is G / (G - 1) sum_g (y_g - p m_g)^2 / N^2, n.eff = p (1 - p) /
+    variance (not floored: it exceeds N when clusters agree more than records
+    would) and degf(design) = G - 1. Where R's n.eff is 0 / 0 (a share of 0 or
+    1, or clusters all alike) R returns NaN limits; here the full N stands in,
+    which makes the interval the exact binomial one.
+    """
+    C = design.counts.astype(np.float64)
+    G = int((C.sum(axis=1) > 0).sum())
+    m = C.sum(axis=1)
+    N = float(m.sum())
+    p = C.sum(axis=0) / N
+    v = G / (G - 1) * ((C - np.outer(m, p)) ** 2).sum(axis=0) / N**2
+    n_eff = np.divide(p * (1 - p), v, out=np.full(p.shape, N), where=v > 0)
+    return SurveyBeta(_frozen(v), _frozen(n_eff), float(G - 1))
 
 
 def _beta_limits(a_lo, b_lo, a_hi, b_hi, x, n, alpha):
@@ -85,24 +158,58 @@ def _beta_limits(a_lo, b_lo, a_hi, b_hi, x, n, alpha):
     return lo, hi
 
 
-def analytic_limits(
-    p: np.ndarray, n_eff: np.ndarray, method: str, *, level: float = 0.95, n: int = 0, df: float = 0.0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Limits for shares p observed on effective sample sizes n_eff (x* = p n_eff "successes").
+def exact_binomial_bounds(n: int, *, level: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson upper limit for 0 of n, and the lower limit for n of n (two-sided at `level`)."""
+    alpha = 1 - _level(level)
+    upper = float(betaincinv(1.0, float(n), 1 - alpha / 2))
+    return upper, 1 - upper
 
-    korn_graubard: Clopper-Pearson on n_eff scaled by (t_{n-1} / t_df)^2, the
-    degrees-of-freedom correction of Korn and Graubard (1998), Survey
-    Methodology 24:193-201. jeffreys_deff: the Beta(x* + 1/2, n* - x* + 1/2)
-    quantiles. wilson_deff: the Wilson score interval on n*.
+
+def korn_graubard_limits(p, n_eff, n: int, df, df_upper=None, *, level: float = 0.95):
+    """Korn and Graubard's (1998) beta limits: Clopper-Pearson on n_eff scaled by (t_{n-1} / t_df)^2.
+
+    The lower limit takes `df`, the upper one `df_upper` (default: the same). A
+    share of 0 gets the exact binomial upper bound on the full n, a share of 1
+    the exact lower bound: with no records (or no others) there is no
+    between-cluster variance to estimate, and the bound is the binomial one.
     """
     alpha = 1 - _level(level)
     p, n_eff = np.asarray(p, dtype=np.float64), np.asarray(n_eff, dtype=np.float64)
-    if method == "korn_graubard":
-        if n < 2 or not df >= 1:
-            raise ValueError("korn_graubard needs n of at least 2 and df of at least 1")
-        n_eff = n_eff * (stdtrit(n - 1, 1 - alpha / 2) / stdtrit(df, 1 - alpha / 2)) ** 2
-        x = p * n_eff
-        return _beta_limits(x, n_eff - x + 1, x + 1, n_eff - x, x, n_eff, alpha)
+    df = np.asarray(df, dtype=np.float64)
+    df_upper = df if df_upper is None else np.asarray(df_upper, dtype=np.float64)
+    if n < 2 or not (df.size and np.all(df >= 1) and np.all(df_upper >= 1)):
+        raise ValueError("the beta interval needs n of at least 2 and df of at least 1")
+    t_n = stdtrit(n - 1, 1 - alpha / 2)
+    n_lo = n_eff * (t_n / stdtrit(df, 1 - alpha / 2)) ** 2
+    n_hi = n_eff * (t_n / stdtrit(df_upper, 1 - alpha / 2)) ** 2
+    x_lo, x_hi = p * n_lo, p * n_hi
+    lo, _ = _beta_limits(x_lo, n_lo - x_lo + 1, x_lo + 1, n_lo - x_lo, x_lo, n_lo, alpha)
+    _, hi = _beta_limits(x_hi, n_hi - x_hi + 1, x_hi + 1, n_hi - x_hi, x_hi, n_hi, alpha)
+    none, every = exact_binomial_bounds(n, level=level)
+    return np.where(p >= 1, every, lo), np.where(p <= 0, none, hi)
+
+
+def analytic_limits(
+    p: np.ndarray,
+    n_eff: np.ndarray,
+    method: str,
+    *,
+    level: float = 0.95,
+    n: int = 0,
+    df: float | np.ndarray = 0.0,
+    df_upper: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Limits for shares p observed on effective sample sizes n_eff (x* = p n_eff "successes").
+
+    The beta methods (BETA_METHODS): korn_graubard_limits with n, df and
+    df_upper. jeffreys_deff: the Beta(x* + 1/2, n* - x* + 1/2) quantiles.
+    wilson_deff: the Wilson score interval on n*.
+    """
+    method = canonical_method(method)
+    p, n_eff = np.asarray(p, dtype=np.float64), np.asarray(n_eff, dtype=np.float64)
+    if method in BETA_METHODS:
+        return korn_graubard_limits(p, n_eff, n, df, df_upper, level=level)
+    alpha = 1 - _level(level)
     x = p * n_eff
     if method == "jeffreys_deff":
         return _beta_limits(x + 0.5, n_eff - x + 0.5, x + 0.5, n_eff - x + 0.5, x, n_eff, alpha)
@@ -121,13 +228,12 @@ def cell_intervals(
     """Intervals for every cell proportion of one kind.
 
     `method` is one of CELL_METHODS (default DEFAULT_CELL_METHOD; `bca=True`
-    is the old spelling of method="bca"). The bootstrap methods read the
-    replicate counts `reps`; the analytic ones need only the design.
+    is the old spelling of method="bca"; the old name korn_graubard means the
+    default). The bootstrap methods read the replicate counts `reps`; the
+    analytic ones need only the design.
     """
     level = _level(level)
-    method = method or ("bca" if bca else DEFAULT_CELL_METHOD)
-    if method not in CELL_METHODS:
-        raise ValueError(f"method must be one of {', '.join(CELL_METHODS)}")
+    method = canonical_method(method or ("bca" if bca else DEFAULT_CELL_METHOD))
     K = design.n_cells
     ok, reason = design_enough(design)
     est = design.totals / design.n if design.n else np.zeros(K)
@@ -136,6 +242,8 @@ def cell_intervals(
         z = np.zeros(K)
         return CellBootstrap(_frozen(est), _frozen(z), _frozen(z.copy()), False, reason, method, _frozen(holding))
     eff = effective_sizes(design)
+    n_eff, df, df_upper = eff.n_eff, eff.df, eff.df_upper
+    spread = _frozen(effective_clusters(design))
     if method in BOOTSTRAP_METHODS:
         if reps is None:
             raise ValueError(f"reps: the {method} method needs replicate counts")
@@ -144,9 +252,16 @@ def cell_intervals(
             lo, hi = _bca(props, est, _jackknife_props(design), level)
         else:
             lo, hi = _percentile(props, level)
+    elif method == "svyciprop_beta":
+        r = svyciprop_sizes(design)
+        n_eff, df = r.n_eff, _frozen(np.full(K, r.df))
+        df_upper = df
+        lo, hi = korn_graubard_limits(est, n_eff, design.n, r.df, level=level)
     else:
-        lo, hi = analytic_limits(est, eff.n_eff, method, level=level, n=design.n, df=eff.df)
-    return CellBootstrap(_frozen(est), _frozen(lo), _frozen(hi), True, "", method, _frozen(holding), eff.n_eff)
+        lo, hi = analytic_limits(est, n_eff, method, level=level, n=design.n, df=df, df_upper=df_upper)
+    return CellBootstrap(
+        _frozen(est), _frozen(lo), _frozen(hi), True, "", method, _frozen(holding), n_eff, df, df_upper, spread
+    )
 
 
 def diff_intervals(
@@ -159,7 +274,11 @@ def diff_intervals(
     bca: bool = False,
     names: tuple[str, str] = ("a", "b"),
 ) -> DiffBootstrap:
-    """Intervals for p_a - p_b per cell; the two kinds are resampled independently."""
+    """Intervals for p_a - p_b per cell; the two kinds are resampled independently.
+
+    `few_clusters` marks cells where either kind's records are fewer than MIN_CLUSTERS clusters' worth
+    (effective_clusters).
+    """
     level = _level(level)
     K = a.n_cells
     ok_a, why_a = design_enough(a)
@@ -167,7 +286,7 @@ def diff_intervals(
     est_a = a.totals / a.n if a.n else np.zeros(K)
     est_b = b.totals / b.n if b.n else np.zeros(K)
     est = est_a - est_b
-    few = _frozen((clusters_with_records(a) < MIN_CLUSTERS) | (clusters_with_records(b) < MIN_CLUSTERS))
+    few = _frozen((effective_clusters(a) < MIN_CLUSTERS) | (effective_clusters(b) < MIN_CLUSTERS))
     method = "bca" if bca else "percentile"
     if not (ok_a and ok_b):
         reason = "; ".join(f"{side}: {why}" for side, why in ((names[0], why_a), (names[1], why_b)) if why)

@@ -476,16 +476,18 @@ def test_it_checks_agreement_arguments():
 
 def test_it_checks_interval_methods_and_their_inputs():
     d = paper_like()
-    with pytest.raises(ValueError, match=r"^method must be one of korn_graubard, jeffreys_deff"):
+    with pytest.raises(ValueError, match=r"^method must be one of beta_cr2_bm, svyciprop_beta, jeffreys_deff"):
         stats.cell_intervals(d, None, method="wald")
     with pytest.raises(ValueError, match=r"^reps: the percentile method needs replicate counts"):
         stats.cell_intervals(d, None, method="percentile")
     with pytest.raises(ValueError, match=r"^method must be one of"):
         stats.analytic_limits(np.array([0.1]), np.array([10.0]), "wald")
-    with pytest.raises(ValueError, match=r"^korn_graubard needs n of at least 2 and df of at least 1"):
-        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "korn_graubard", n=10, df=0.5)
-    with pytest.raises(ValueError, match=r"^korn_graubard needs"):
-        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "korn_graubard", n=1, df=3)
+    with pytest.raises(ValueError, match=r"^the beta interval needs n of at least 2 and df of at least 1"):
+        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "beta_cr2_bm", n=10, df=0.5)
+    with pytest.raises(ValueError, match=r"^the beta interval needs"):
+        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "beta_cr2_bm", n=1, df=3)
+    with pytest.raises(ValueError, match=r"^the beta interval needs"):
+        stats.analytic_limits(np.array([0.1]), np.array([10.0]), "beta_cr2_bm", n=10, df=3, df_upper=np.array([0.9]))
     assert stats.cell_intervals(d, None).enough  # the analytic default needs no replicates
     with pytest.raises(ValueError, match=r"^disagreeing must be between 0 and units"):
         stats.one_sided_disagreement(3, 2)
@@ -513,100 +515,232 @@ def test_it_takes_percentile_limits_at_the_stated_quantiles():
         assert np.array_equal(diff.low, dlo) and np.array_equal(diff.high, dhi) and diff.method == "percentile"
 
 
-def reference_effective(counts):
-    """Plain-Python CR2 design effects, Satterthwaite df, and the pooled deff for empty cells."""
+def reference_cellwise(counts, level=0.95):
+    """Plain-Python reference of the default interval, cell by cell, with Bell-McCaffrey's df from the G x G matrix.
+
+    CR2 variance sum_g (y_g - p m_g)^2 / (1 - h_g) / N^2; deff = variance / (p (1 - p) / N) floored at 1, capped
+    at sum m^2 / N; df = tr(O)^2 / tr(O O) of O = W^1/2 (diag m - m m' / N) W^1/2 (its eigenvalues, as the paper
+    writes it); the upper limit's df at most (clusters with records - 1) where deff > 1; Korn-Graubard beta
+    limits; the exact binomial bound on N for an empty (or full) cell.
+    """
+    from scipy import stats as st
+
     G, K = len(counts), len(counts[0])
     m = [sum(r) for r in counts]
     N = sum(m)
-    p = [sum(r[k] for r in counts) / N for k in range(K)]
-    e2 = [[(counts[g][k] - p[k] * m[g]) ** 2 / (1 - m[g] / N) for k in range(K)] for g in range(G)]
-    v = [sum(e2[g][k] for g in range(G)) / N**2 for k in range(K)]
-    srs = [p[k] * (1 - p[k]) / N for k in range(K)]
-    pooled = max(1.0, sum(v) / sum(srs))
-    deff = [max(1.0, v[k] / srs[k]) if srs[k] > 0 else pooled for k in range(K)]
-    total = sum(sum(r) for r in e2)
-    df = min(max(total**2 / sum(x * x for r in e2 for x in r), 1), G - 1)
-    return p, [N / f for f in deff], df, N
+    h = [x / N for x in m]
+    omega = np.array([[((m[g] if g == j else 0) - m[g] * m[j] / N) / ((1 - h[g]) * (1 - h[j])) ** 0.5 for j in range(G)]
+                  for g in range(G)])  # fmt: skip
+    lam = np.linalg.eigvalsh(omega)
+    df = min(max(lam.sum() ** 2 / (lam**2).sum(), 1), G - 1)
+    cap = max(1.0, sum(x * x for x in m) / N)
+    a = 1 - level
+    out = []
+    for k in range(K):
+        y = [r[k] for r in counts]
+        p = sum(y) / N
+        if p in (0, 1):
+            none = st.beta.ppf(1 - a / 2, 1, N)
+            out.append((0.0, none, df, df) if p == 0 else (1 - none, 1.0, df, df))
+            continue
+        v = sum((y[g] - p * m[g]) ** 2 / (1 - h[g]) for g in range(G)) / N**2
+        raw = v / (p * (1 - p) / N)
+        deff = min(max(raw, 1.0), cap)
+        carried = sum(1 for x in y if x > 0)
+        worth = sum(y) ** 2 / sum(x * x for x in y)  # Kish's effective number of clusters
+        df_up = min(df, max(worth - 1, 1)) if raw > 1 and sum(y) > carried else df
+        limits = []
+        for d, side in ((df, 0), (df_up, 1)):
+            n = N / deff * (st.t.ppf(1 - a / 2, N - 1) / st.t.ppf(1 - a / 2, d)) ** 2
+            x = p * n
+            limits.append(st.beta.ppf(a / 2, x, n - x + 1) if side == 0 else st.beta.ppf(1 - a / 2, x + 1, n - x))
+        out.append((limits[0], limits[1], df, df_up))
+    return out
 
 
-def test_it_computes_korn_graubard_jeffreys_and_wilson_limits_like_a_reference():
+def test_it_computes_the_default_interval_like_a_plain_reference_cell_by_cell():
+    cells = [0, 0, 1, 0, 2, 0, 0, 1, 1, 0, 0, 2, 0, 1, 0, 0, 4, 4, 4, 4, 4, 0, 5, 5]
+    clusters = ["a", "a", "a", "b", "b", "c", "c", "c", "c", "d", "e", "e", "f", "f", "g", "h"] + ["a"] * 4
+    clusters += ["h", "h", "b", "g"]
+    d = design(cells, clusters, K=6)  # cell 3 is empty; cell 4 sits in one cluster; cell 5's 2 records in 2
+    for level in (0.95, 0.9):
+        iv = stats.cell_intervals(d, None, level=level)
+        assert iv.method == "beta_cr2_bm"
+        for k, (lo, hi, df, df_up) in enumerate(reference_cellwise(d.counts.tolist(), level)):
+            assert iv.low[k] == pytest.approx(lo, abs=1e-10) and iv.high[k] == pytest.approx(hi, abs=1e-10), k
+            assert iv.df[k] == pytest.approx(df, rel=1e-10) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-10)
+    eff = stats.effective_sizes(d)
+    assert eff.df_upper[4] == 1.0 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
+    # Records each in a cluster of their own show no clustering: the upper limit keeps the design's df.
+    assert eff.deff[5] > 1 and eff.df_upper[5] == eff.df[5]
+    one = stats.effective_sizes(design([0] * 30 + [1], [f"r{i % 10}" for i in range(31)], K=2))
+    assert one.df_upper[1] == one.df[1] > 8
+    assert eff.deff_cap == pytest.approx(sum(x * x for x in d.sizes.tolist()) / d.n)
+
+
+def test_it_computes_jeffreys_and_wilson_on_the_cells_own_effective_size():
     from scipy import stats as st
 
-    cells = [0, 0, 1, 0, 2, 0, 0, 1, 1, 0, 0, 2, 0, 1, 0, 0]
-    clusters = ["a", "a", "a", "b", "b", "c", "c", "c", "c", "d", "e", "e", "f", "f", "g", "h"]
-    d = design(cells, clusters)  # cell 3 is empty
-    p, n_eff, df, N = reference_effective(d.counts.tolist())
+    d = paper_like(7)
     eff = stats.effective_sizes(d)
-    assert eff.n_eff.tolist() == pytest.approx(n_eff, rel=1e-12) and eff.df == pytest.approx(df, rel=1e-12)
-    assert eff.deff.tolist() == pytest.approx([N / n for n in n_eff], rel=1e-12)
+    p = d.totals / d.n
     for level in (0.95, 0.9):
         a = 1 - level
-        kg = stats.cell_intervals(d, None, level=level, method="korn_graubard")
+        z = st.norm.ppf(1 - a / 2)
         jf = stats.cell_intervals(d, None, level=level, method="jeffreys_deff")
         wl = stats.cell_intervals(d, None, level=level, method="wilson_deff")
-        z = st.norm.ppf(1 - a / 2)
         for k in range(4):
-            n = n_eff[k] * (st.t.ppf(1 - a / 2, N - 1) / st.t.ppf(1 - a / 2, df)) ** 2
-            x = p[k] * n
-            lo = st.beta.ppf(a / 2, x, n - x + 1) if x > 0 else 0.0
-            hi = st.beta.ppf(1 - a / 2, x + 1, n - x) if x < n else 1.0
-            assert (kg.low[k], kg.high[k]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10))
-            n, x = n_eff[k], p[k] * n_eff[k]
+            n, x = eff.n_eff[k], p[k] * eff.n_eff[k]
             lo = st.beta.ppf(a / 2, x + 0.5, n - x + 0.5) if x > 0 else 0.0
             hi = st.beta.ppf(1 - a / 2, x + 0.5, n - x + 0.5)
             assert (jf.low[k], jf.high[k]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10))
             c = (p[k] + z * z / (2 * n)) / (1 + z * z / n)
             h = z * np.sqrt(p[k] * (1 - p[k]) / n + z * z / (4 * n * n)) / (1 + z * z / n)
             assert (wl.low[k], wl.high[k]) == (pytest.approx(max(0, c - h), abs=1e-12), pytest.approx(c + h, abs=1e-12))
-        assert kg.method == "korn_graubard" and jf.method == "jeffreys_deff" and wl.method == "wilson_deff"
 
 
-def test_it_gives_a_zero_count_cell_a_real_upper_bound_and_a_full_cell_a_real_lower_bound():
-    d = design([0] * 12 + [1] * 3, [f"r{i % 6}" for i in range(15)], K=3)
-    reps = stats.replicate_blocks([d], B=300, seed=1)[0]
-    for m in ("korn_graubard", "jeffreys_deff", "wilson_deff"):
-        iv = stats.cell_intervals(d, reps, method=m)
-        assert iv.low[2] == 0 and 0.05 < iv.high[2] < 0.6, m
-        assert (iv.high > iv.low).all() and (iv.low <= iv.estimate).all() and (iv.estimate <= iv.high).all()
-    assert stats.cell_intervals(d, reps, method="percentile").high[2] == 0  # why the bootstrap is not the default
+def svyciprop_beta_reference(y, cluster, level=0.95):
+    """R's survey::svyciprop(method = "beta") for svydesign(ids = ~cluster), transcribed record by record.
+
+    svymean: average = mean(y); x = (y - average) / N summed within PSUs (rowsum), centred, crossprod times
+    nPSU / (nPSU - 1) (svyrecvar's one-stage, with-replacement rule). n.eff = p (1 - p) / var; n.eff times
+    (qt(alpha / 2, nrow(design) - 1) / qt(alpha / 2, degf(design)))^2 with degf = nPSU - 1; limits
+    qbeta(alpha / 2, n.eff p, n.eff (1 - p) + 1) and qbeta(1 - alpha / 2, n.eff p + 1, n.eff (1 - p)).
+    """
+    from scipy import stats as st
+
+    n = len(y)
+    average = sum(y) / n
+    psu: dict[str, float] = {}
+    for yi, g in zip(y, cluster, strict=True):
+        psu[g] = psu.get(g, 0.0) + (yi - average) / n
+    G = len(psu)
+    centre = sum(psu.values()) / G
+    var = sum((z - centre) ** 2 for z in psu.values()) * G / (G - 1)
+    alpha = 1 - level
+    n_eff = average * (1 - average) / var
+    n_eff *= (st.t.ppf(alpha / 2, n - 1) / st.t.ppf(alpha / 2, G - 1)) ** 2
+    lo = st.beta.ppf(alpha / 2, n_eff * average, n_eff * (1 - average) + 1)
+    hi = st.beta.ppf(1 - alpha / 2, n_eff * average + 1, n_eff * (1 - average))
+    return float(lo), float(hi), var
+
+
+# The worked example of docs/intervals.md: 8 repositories, 40 episodes, 4 cells (cell 3 empty).
+WORKED_REPOS = ["r1"] * 12 + ["r2"] * 8 + ["r3"] * 6 + ["r4"] * 4 + ["r5"] * 4 + ["r6"] * 3 + ["r7"] * 2 + ["r8"]
+WORKED_CELLS = (
+    [0] * 9 + [1] * 3 + [0] * 2 + [1] * 4 + [2] * 2 + [0] * 5 + [2] + [0] * 3 + [1] + [1] * 4 + [0, 0, 2] + [0, 1] + [0]
+)
+
+
+def test_it_matches_r_svyciprop_beta_on_the_worked_example():
+    d = design(WORKED_CELLS, WORKED_REPOS)
+    assert d.n == 40 and d.n_clusters == 8 and d.totals.tolist() == [23, 13, 4, 0]
+    for level in (0.95, 0.9):
+        iv = stats.cell_intervals(d, None, level=level, method="svyciprop_beta")
+        r = stats.svyciprop_sizes(d)
+        assert iv.df.tolist() == [7.0] * 4 and r.df == 7.0
+        for k in range(3):
+            lo, hi, var = svyciprop_beta_reference([int(c == k) for c in WORKED_CELLS], WORKED_REPOS, level)
+            assert r.variance[k] == pytest.approx(var, rel=1e-12)
+            assert (iv.low[k], iv.high[k]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10)), k
+        # R's n.eff is 0 / 0 for the empty cell (NaN limits): the full N stands in, the exact binomial bound.
+        upper, _ = stats.exact_binomial_bounds(40, level=level)
+        assert iv.low[3] == 0 and iv.high[3] == pytest.approx(upper, rel=1e-12) and r.n_eff[3] == 40
+    # The pinned figures docs/intervals.md shows (95%).
+    iv = stats.cell_intervals(d, None, method="svyciprop_beta")
+    assert [round(x, 4) for x in iv.low[:3]] == [0.2785, 0.1121, 0.0158]
+    assert [round(x, 4) for x in iv.high[:3]] == [0.8361, 0.6098, 0.2939]
+    default = stats.cell_intervals(d, None)
+    assert [round(x, 4) for x in default.low] == [0.2341, 0.0927, 0.0093, 0.0]
+    assert [round(x, 4) for x in default.high] == [0.9021, 0.7187, 0.6737, 0.0881]
+
+
+def test_it_keeps_a_cells_interval_when_other_cells_are_merged_or_split():
+    rng = np.random.default_rng(5)
+    sizes = 1 + rng.poisson(6, 30) * (rng.random(30) < 0.6)
+    sizes[0] = 80  # a dominant repository
+    cells = np.concatenate([rng.choice(5, size=s, p=[0.5, 0.2, 0.15, 0.1, 0.05]) for s in sizes])
+    clusters = np.repeat(np.array([f"r{i:02d}" for i in range(30)], dtype=object), sizes)
+    split = design(cells, clusters, K=5)
+    merged = design(np.minimum(cells, 2), clusters, K=3)  # cells 2, 3, 4 become one
+    regrouped = design(np.where(cells == 1, 1, np.where(cells == 0, 0, 2)), clusters, K=3)
+    for method in ("beta_cr2_bm", "svyciprop_beta", "jeffreys_deff", "wilson_deff"):
+        a, b, c = (stats.cell_intervals(x, None, method=method) for x in (split, merged, regrouped))
+        for k in (0, 1):  # cells 0 and 1 are the same records in all three designs
+            assert a.low[k] == b.low[k] == c.low[k] and a.high[k] == b.high[k] == c.high[k], (method, k)
+            assert a.df[k] == b.df[k] and a.df_upper[k] == b.df_upper[k] and a.n_eff[k] == b.n_eff[k]
+        assert a.low[2] != b.low[2]  # the merged cell is another cell
+    # The pooled rule this replaces moved cell 0 when others merged: the instrument can tell.
+    e2 = ((split.counts - np.outer(split.sizes, split.totals / split.n)) ** 2).sum()
+    e2m = ((merged.counts - np.outer(merged.sizes, merged.totals / merged.n)) ** 2).sum()
+    assert not np.isclose(e2, e2m)
+
+
+def test_it_caps_the_design_effect_so_a_dominant_repository_cannot_push_past_full_clustering():
+    # One repository holds 60% of the records, all in cell 1; the rest spread evenly with no records in cell 1.
+    d = design([1] * 60 + [0, 2] * 20, ["big"] * 60 + [f"s{i}" for i in range(40)], K=3)
+    eff = stats.effective_sizes(d)
+    cap = (60**2 + 40) / 100
+    assert eff.deff_cap == pytest.approx(cap)
+    C, m = d.counts.astype(float), d.sizes.astype(float)
+    p = C.sum(axis=0) / 100
+    raw = ((C - np.outer(m, p)) ** 2 / (1 - m / 100)[:, None]).sum(axis=0) / 100**2 / (p * (1 - p) / 100)
+    assert raw[1] > cap and eff.deff[1] == pytest.approx(cap) and eff.n_eff[1] == pytest.approx(100 / cap)
+    assert eff.deff[0] == pytest.approx(raw[0]) and eff.deff[0] < cap  # the cap bites only where it must
+    # Dominance still costs degrees of freedom, not a design effect beyond full clustering.
+    assert stats.bell_mccaffrey_df(d.sizes) < 3 and stats.cell_intervals(d, None).high[1] <= 1
+
+
+def test_it_takes_bell_mccaffrey_degrees_of_freedom_from_the_cluster_sizes():
+    assert stats.bell_mccaffrey_df(np.array([4] * 10)) == pytest.approx(9)  # equal sizes: G - 1
+    assert stats.bell_mccaffrey_df(np.array([3, 0, 3])) == pytest.approx(1)  # empty clusters do not count
+    assert stats.bell_mccaffrey_df(np.array([7])) == 1.0
+    skew = np.array([250] + [1] * 50)
+    m, N = skew.astype(float), 300.0
+    w = 1 / (1 - m / N)
+    omega = np.sqrt(np.outer(w, w)) * (np.diag(m) - np.outer(m, m) / N)
+    assert stats.bell_mccaffrey_df(skew) == pytest.approx(np.trace(omega) ** 2 / np.trace(omega @ omega), rel=1e-12)
+    assert 1 < stats.bell_mccaffrey_df(skew) < 3
+    d = design([0] * 250 + [1] * 50, ["big"] * 250 + [f"s{i}" for i in range(50)], K=2)
+    assert stats.effective_sizes(d).df.tolist() == [stats.bell_mccaffrey_df(d.sizes)] * 2
+
+
+def test_it_bounds_an_empty_cell_by_the_exact_binomial_on_all_records():
+    from scipy import stats as st
+
+    # Skewed repositories with strong clustering: the old pooled design effect gave this empty cell a bound near 30%.
+    d = design([0] * 70 + [1] * 5 + [0, 1] * 10, ["big"] * 70 + ["b2"] * 5 + [f"s{i}" for i in range(20)], K=3)
+    for level in (0.95, 0.9):
+        upper = st.beta.ppf(1 - (1 - level) / 2, 1, 95)
+        assert stats.exact_binomial_bounds(95, level=level) == (pytest.approx(upper), pytest.approx(1 - upper))
+        for method in stats.BETA_METHODS:
+            iv = stats.cell_intervals(d, None, level=level, method=method)
+            assert iv.low[2] == 0 and iv.high[2] == pytest.approx(upper, rel=1e-12), method
+    assert stats.exact_binomial_bounds(95)[0] == pytest.approx(1 - 0.025 ** (1 / 95))
+    assert 0.03 < stats.exact_binomial_bounds(95)[0] < 0.04  # the rule of three's neighbourhood, not 30%
     full = design([1] * 8, [f"r{i % 4}" for i in range(8)], K=2)
     iv = stats.cell_intervals(full, None)
-    assert iv.high[1] == 1 and 0.3 < iv.low[1] < 1 and iv.low[0] == 0 and iv.high[0] > 0
-
-
-def test_it_uses_the_pooled_design_effect_for_empty_cells_and_floors_it_at_one():
-    # Clusters differ strongly in cells 0 and 1, so the pooled design effect is well above 1.
-    d = design([0] * 10 + [1] * 10 + [0, 1], ["a"] * 10 + ["b"] * 10 + ["c", "d"], K=3)
-    eff = stats.effective_sizes(d)
-    C = d.counts.astype(float)
-    m, N = C.sum(axis=1), C.sum()
-    p = C.sum(axis=0) / N
-    v = (((C - np.outer(m, p)) ** 2) / (1 - m / N)[:, None]).sum(axis=0) / N**2
-    srs = p * (1 - p) / N
-    assert eff.deff[2] == pytest.approx(v.sum() / srs.sum()) and eff.deff[2] > 5
-    assert eff.deff[0] == pytest.approx(v[0] / srs[0])
-    # No between-cluster difference: the design effect is floored at 1, the effective size is N.
-    flat = design([0, 1] * 6, [f"r{i // 2}" for i in range(12)], K=3)
-    assert stats.effective_sizes(flat).deff.tolist() == [1.0, 1.0, 1.0]
-    assert stats.effective_sizes(flat).n_eff.tolist() == [12.0, 12.0, 12.0]
-
-
-def test_it_takes_the_degrees_of_freedom_from_how_evenly_clusters_carry_the_residuals():
-    even = design([0, 1] * 20, [f"r{i // 4}" for i in range(40)], K=2)  # 10 clusters, 2 + 2 each
-    assert stats.effective_sizes(even).df == 9  # clipped at G - 1
-    skew = design([0] * 250 + [1] * 50, ["big"] * 250 + [f"s{i}" for i in range(50)], K=2)
-    # One cluster carries almost all the residual weight; each of the two cells counts it once.
-    assert 2 <= stats.effective_sizes(skew).df < 2.1
+    assert (
+        iv.high[1] == 1
+        and iv.low[1] == pytest.approx(0.025 ** (1 / 8))
+        and iv.high[0] == pytest.approx(1 - 0.025 ** (1 / 8))
+    )
 
 
 def test_it_flags_intervals_resting_on_fewer_than_five_clusters():
-    # Cell 0 has records in 4 clusters, cell 1 in 5, cell 2 in none.
-    cells = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
-    clusters = ["a", "b", "c", "d", "a", "b", "c", "d", "e", "e"]
-    d = design(cells, clusters, K=3)
+    # Cell 0 has records in 4 clusters, cell 1 in 5 (one each), cell 2 in none, cell 3 in 6 of which one holds 20.
+    cells = [0, 0, 0, 0, 1, 1, 1, 1, 1] + [3] * 25
+    clusters = ["a", "b", "c", "d", "a", "b", "c", "d", "e"] + ["a"] * 20 + ["b", "c", "d", "e", "f"]
+    d = design(cells, clusters, K=4)
     iv = stats.cell_intervals(d, None)
-    assert iv.clusters_with_records.tolist() == [4, 5, 0]
-    assert iv.few_clusters.tolist() == [True, False, True]
+    assert iv.clusters_with_records.tolist() == [4, 5, 0, 6]
+    # Kish's effective number: (sum y)^2 / sum y^2; 25^2 / (20^2 + 5) for cell 3.
+    assert iv.effective_clusters.tolist() == [4.0, 5.0, 0.0, pytest.approx(625 / 405)]
+    assert iv.few_clusters.tolist() == [True, False, True, True]
+    for method in stats.CELL_METHODS:  # the flag belongs to the data, not to the method
+        reps = stats.replicate_blocks([d], B=50, seed=1)[0]
+        assert stats.cell_intervals(d, reps, method=method).few_clusters.tolist() == [True, False, True, True]
+    d = design(cells[:9], clusters[:9], K=3)
     other = design([0] * 6 + [1] * 6, [f"o{i}" for i in range(12)], K=3)
     reps = stats.replicate_blocks([d, other], B=50, seed=1)
     diff = stats.diff_intervals(d, other, *reps)
@@ -624,8 +758,11 @@ def test_it_keeps_bca_as_the_old_flag_and_names_every_method():
     d = paper_like()
     reps = stats.replicate_blocks([d], B=200, seed=1)[0]
     assert stats.cell_intervals(d, reps, bca=True).method == "bca"
-    assert stats.cell_intervals(d, reps).method == stats.DEFAULT_CELL_METHOD == "korn_graubard"
-    assert set(stats.CELL_METHOD_NAMES) == set(stats.CELL_METHODS)
+    assert stats.cell_intervals(d, reps).method == stats.DEFAULT_CELL_METHOD == "beta_cr2_bm"
+    assert set(stats.CELL_METHOD_NAMES) == set(stats.CELL_METHODS) == set(stats.CELL_METHOD_LABELS)
+    old = stats.cell_intervals(d, reps, method="korn_graubard")  # the old name of the default still works
+    assert old.method == "beta_cr2_bm" and np.array_equal(old.high, stats.cell_intervals(d, reps).high)
+    assert stats.canonical_method("korn_graubard") == "beta_cr2_bm" and stats.canonical_method("bca") == "bca"
     assert stats.diff_intervals(d, d, reps, reps, bca=True).method == "bca"
 
 
@@ -975,13 +1112,13 @@ def test_it_fills_every_field_of_a_wilson_interval():
         stats.wilson(-1, 2)
 
 
-def test_it_accepts_the_smallest_korn_graubard_inputs_and_names_every_method_on_refusal():
-    lo, hi = stats.analytic_limits(np.array([0.5]), np.array([2.0]), "korn_graubard", n=2, df=1)
+def test_it_accepts_the_smallest_beta_inputs_and_names_every_method_on_refusal():
+    lo, hi = stats.analytic_limits(np.array([0.5]), np.array([2.0]), "beta_cr2_bm", n=2, df=1)
     assert 0 < lo[0] < 0.5 < hi[0] < 1
-    with pytest.raises(ValueError, match=r"^korn_graubard needs"):
-        stats.analytic_limits(np.array([0.5]), np.array([10.0]), "korn_graubard", n=10)  # no df given
-    with pytest.raises(ValueError, match=r"^method must be one of korn_graubard, jeffreys_deff, wilson_deff, "
-                       r"percentile, bca$"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"^the beta interval needs"):
+        stats.analytic_limits(np.array([0.5]), np.array([10.0]), "beta_cr2_bm", n=10)  # no df given
+    with pytest.raises(ValueError, match=r"^method must be one of beta_cr2_bm, svyciprop_beta, jeffreys_deff, "
+                       r"wilson_deff, percentile, bca$"):  # fmt: skip
         stats.analytic_limits(np.array([0.1]), np.array([10.0]), "wald")
 
 
@@ -997,10 +1134,15 @@ def test_it_gives_limits_for_a_single_record_and_for_a_nearly_full_cell_like_a_r
         assert lo[0] == pytest.approx(st.beta.ppf(a / 2, x + 0.5, n - x + 0.5), abs=1e-12) and lo[0] > 0
         assert hi[0] == pytest.approx(st.beta.ppf(1 - a / 2, x + 0.5, n - x + 0.5), abs=1e-12) and hi[0] < 1
         k = (st.t.ppf(1 - a / 2, 39) / st.t.ppf(1 - a / 2, 5)) ** 2
-        lo, hi = stats.analytic_limits(np.array([p]), np.array([n]), "korn_graubard", n=40, df=5)
+        lo, hi = stats.analytic_limits(np.array([p]), np.array([n]), "beta_cr2_bm", n=40, df=5)
         nk, xk = n * k, p * n * k
         assert lo[0] == pytest.approx(st.beta.ppf(a / 2, xk, nk - xk + 1), abs=1e-12) and lo[0] > 0
         assert hi[0] == pytest.approx(st.beta.ppf(1 - a / 2, xk + 1, nk - xk), abs=1e-12) and hi[0] < 1
+        # The upper limit on its own degrees of freedom, the lower one unmoved.
+        k2 = (st.t.ppf(1 - a / 2, 39) / st.t.ppf(1 - a / 2, 2)) ** 2
+        lo2, hi2 = stats.analytic_limits(np.array([p]), np.array([n]), "beta_cr2_bm", n=40, df=5, df_upper=2.0)
+        nk, xk = n * k2, p * n * k2
+        assert lo2[0] == lo[0] and hi2[0] == pytest.approx(st.beta.ppf(1 - a / 2, xk + 1, nk - xk), abs=1e-12)
     lo, hi = stats.analytic_limits(np.array([1.0, 0.0]), np.array([10.0, 10.0]), "jeffreys_deff")
     assert hi[0] == 1.0 and lo[1] == 0.0 and lo[0] < 1 and hi[1] > 0
 
@@ -1011,7 +1153,7 @@ def test_it_computes_design_effects_without_numerical_warnings(recwarn):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         one_cell = stats.effective_sizes(design([1, 1, 1], ["a", "b", "b"], K=3))  # every share is 0 or 1
-        assert one_cell.deff.tolist() == [1.0, 1.0, 1.0] and one_cell.df == 1.0
+        assert one_cell.deff.tolist() == [1.0, 1.0, 1.0] and one_cell.df.tolist() == [1.0] * 3
         iv = stats.cell_intervals(design([1, 1, 1], ["a", "b", "b"], K=3), None)
         assert iv.low[1] > 0 and iv.high[1] == 1 and iv.high[0] > 0
 
@@ -1214,7 +1356,7 @@ def test_it_fills_every_field_of_cell_intervals_with_and_without_enough_data():
         warnings.simplefilter("error")
         empty = stats.cell_intervals(design([], [], K=3), None)
     assert empty.estimate.tolist() == [0.0, 0.0, 0.0] and empty.enough is False and empty.reason == "no episodes"
-    assert empty.low.tolist() == [0.0] * 3 and empty.high.tolist() == [0.0] * 3 and empty.method == "korn_graubard"
+    assert empty.low.tolist() == [0.0] * 3 and empty.high.tolist() == [0.0] * 3 and empty.method == "beta_cr2_bm"
     assert not empty.high.flags.writeable and not empty.estimate.flags.writeable and empty.n_eff is None
     d = paper_like(2)
     ok = stats.cell_intervals(d, None, method="wilson_deff")
@@ -1241,16 +1383,7 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
 #   lib.stats.bootstrap.x__bca__mutmut_96: q comes from ndtr, in [0, 1], so q (B - 1) is never below 0
 #   lib.stats.bootstrap.x__bca__mutmut_97: q <= 1, so q (B - 1) never exceeds B - 1
 #   lib.stats.bootstrap.x__bca__mutmut_105: q <= 1, so the upper clip (B - 1 or B + 1) never bites
-#   lib.stats.intervals.x_analytic_limits__mutmut_2: a default n of 0 or 1 fails the n < 2 check alike
-#   lib.stats.intervals.x_analytic_limits__mutmut_10: p is promoted to float64 by its first product with n_eff
-#   lib.stats.intervals.x_analytic_limits__mutmut_12: p is promoted to float64 by its first product with n_eff
-#   lib.stats.intervals.x_analytic_limits__mutmut_14: n_eff is promoted to float64 by its first product with floats
-#   lib.stats.intervals.x_analytic_limits__mutmut_16: n_eff is promoted to float64 by its first product with floats
-#   lib.stats.intervals.x_analytic_limits__mutmut_148: the Wilson upper limit never exceeds 1 (exactly 1.0 at p = 1)
 #   lib.stats.intervals.x_wilson__mutmut_86: the Wilson upper limit never exceeds 1 (exactly 1.0 at k = n)
-#   lib.stats.intervals.x_effective_sizes__mutmut_2: astype(None) is float64
-#   lib.stats.intervals.x_effective_sizes__mutmut_79: (sum a)^2 / sum a^2 >= 1 for non-negative a; the lower clip never bites
-#   lib.stats.intervals.x_effective_sizes__mutmut_87: a cluster's residuals sum to 0 over cells, so the ratio is >= 2
 #   lib.stats.interrater.x__unit_counts__mutmut_15: astype(None) is float64
 #   lib.stats.interrater.x__weight_chunks__mutmut_6: chunk grouping never changes the concatenated weights
 #   lib.stats.interrater.x__weight_chunks__mutmut_13: U >= 2 here (agreement returns earlier with fewer units)

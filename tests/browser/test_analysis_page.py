@@ -81,3 +81,22 @@ def test_the_analysis_pages_show_matrices_contrast_agreement_and_coverage(page, 
     expect(page.locator(".big-number")).to_contain_text("%")
     expect(page.get_by_text("Wilson", exact=False).first).to_be_visible()
     shot("coverage-page")
+
+
+def test_the_analysis_page_names_the_cell_interval_method_at_both_widths(browser, live_server, login, page, demo):
+    from tests.browser.conftest import SCREENSHOTS
+
+    login("demo-owner")
+    for width in (1366, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_server.url}/studies/demo/analysis/")
+        method = page.locator("select[name=interval]")
+        expect(method).to_have_value("beta_cr2_bm")
+        expect(method.locator("option:checked")).to_contain_text("Korn-Graubard beta, cell by cell")
+        expect(page.locator("body")).to_contain_text("cell intervals: Korn-Graubard beta interval, cell by cell")
+        expect(page.locator("p.muted", has_text="effective clusters").first).to_be_visible()
+        # The long method names must not push the form past the viewport at 390 px.
+        box = method.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"analysis-interval-{width}.png"), full_page=True)

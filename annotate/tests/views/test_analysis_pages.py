@@ -85,9 +85,13 @@ def test_it_downloads_csv_and_json_that_match_the_document(paper, client, alice)
         )
     )
     assert {r["a"] for r in diff} == {"github_issue"} and len(diff) == 42
-    assert hot["interval"] == "korn_graubard" and int(hot["clusters_with_records"]) == gh["clusters_with_records"][3][3]
+    assert hot["interval"] == "beta_cr2_bm" and int(hot["clusters_with_records"]) == gh["clusters_with_records"][3][3]
+    assert hot["interval_name"] == gh["interval_name"] and hot["interval_name"].startswith("Korn-Graubard beta")
+    assert float(hot["df"]) == gh["df"][3][3] and float(hot["df_upper"]) == gh["df_upper"][3][3]
     assert "True" in {r["few_clusters"] for r in rows}
-    assert all((r["few_clusters"] == "True") == (int(r["clusters_with_records"]) < 5) for r in rows)
+    # The flag is the effective number of clusters below 5 (which includes fewer than 5 clusters with records).
+    assert all((r["few_clusters"] == "True") == (float(r["effective_clusters"]) < 5) for r in rows)
+    assert all(float(r["effective_clusters"]) <= int(r["clusters_with_records"]) for r in rows)
     assert {r["interval"] for r in diff} == {"percentile"} and "few_clusters" in diff[0]
     section = json.loads(client.get("/studies/alpha/analysis/difference.json?bootstrap=200&seed=1").content)
     assert section["difference"]["a"] == "github_issue"
@@ -111,9 +115,13 @@ def test_it_hides_the_pages_from_non_members(paper, client, charlie):
 def test_it_offers_the_interval_methods_and_marks_cells_on_few_clusters(paper, client, alice):
     client.force_login(alice)
     html = client.get("/studies/alpha/analysis/?bootstrap=200").content.decode()
-    assert '<option value="korn_graubard" selected>' in html and "(default)" in html
-    assert "Korn-Graubard (Clopper-Pearson on the design-effect effective sample size)" in html
-    assert 'aria-label="fewer than 5 clusters with records">†</span>' in html
+    assert '<option value="beta_cr2_bm" selected>' in html and "(default)" in html
+    assert "Korn-Graubard beta interval, cell by cell: CR2 cluster variance, Bell-McCaffrey degrees of freedom" in html
+    assert "exact binomial (Clopper-Pearson) bound" in html and "svyciprop" in html
+    assert 'aria-label="fewer than 5 effective clusters">†</span>' in html
+    # A link from before the rename still works and shows what the method now is called.
+    html = client.get("/studies/alpha/analysis/?bootstrap=200&interval=korn_graubard").content.decode()
+    assert '<option value="beta_cr2_bm" selected>' in html
     html = client.get("/studies/alpha/analysis/?bootstrap=200&interval=wilson_deff").content.decode()
     assert '<option value="wilson_deff" selected>' in html and "cell intervals: Wilson" in html
     r = client.get("/studies/alpha/analysis/?interval=wald")
@@ -144,7 +152,7 @@ def test_a_large_b_runs_as_a_job_started_by_a_coder_not_a_viewer(
         r = client.post("/studies/alpha/analysis/run/", {"bootstrap": "640", "seed": "3", "cell": "setup:memory"})
     job = Job.objects.get(kind="bootstrap")
     assert job.params == {
-        "bootstrap": 640, "seed": 3, "cap": 5, "bca": False, "cell": "setup:memory", "interval": "korn_graubard"
+        "bootstrap": 640, "seed": 3, "cap": 5, "bca": False, "cell": "setup:memory", "interval": "beta_cr2_bm"
     }  # fmt: skip
     assert r.status_code == 302 and f"job={job.pk}" in r["Location"]
     page = client.get(r["Location"])
