@@ -114,10 +114,14 @@ def check_value(value: Any, *, max_depth: int = MAX_DEPTH, nul: bool = True, sur
         raise JSONError("A string holds a NUL character (\\u0000), which no text may contain.")
 
 
-def loads(data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, allow_nul: bool = False) -> Any:
+def loads(
+    data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, allow_nul: bool = False, check_strings: bool = True
+) -> Any:
     """Parse JSON text (bytes are read as UTF-8, a BOM allowed), or raise JSONError with the reason.
 
-    `allow_nul`: for importers that strip NULs themselves (annotate.imports.parsed) instead of refusing."""
+    `allow_nul`: for importers that strip NULs themselves (annotate.imports.parsed) instead of refusing.
+    `check_strings=False` leaves NULs and lone surrogates to the caller (the API's fields, which name the
+    field that holds one); the depth bound holds either way."""
     if isinstance(data, bytes | bytearray):
         try:
             text = bytes(data).decode("utf-8-sig")
@@ -133,8 +137,8 @@ def loads(data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, allow_nu
         raise JSONSyntaxError(exc) from None
     # Each check only where the text could hold what it looks for (see the module docstring).
     deep = text.count("[") + text.count("{") > max_depth
-    nul = not allow_nul and "\\u0000" in text
-    surrogates = _SURROGATE_ESCAPE.search(text) is not None or _has_lone_surrogate(text)
+    nul = check_strings and not allow_nul and "\\u0000" in text
+    surrogates = check_strings and (_SURROGATE_ESCAPE.search(text) is not None or _has_lone_surrogate(text))
     if deep or nul or surrogates:
         check_value(value, max_depth=max_depth if deep else 10**9, nul=nul, surrogates=surrogates)
     return value

@@ -51,7 +51,12 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "study_members": ("GET", PAGE_OWNER, {}),
     "study_coding_settings": ("GET", PAGE_OWNER, {}),
     "study_webhook_settings": ("GET", PAGE_OWNER, {}),
-    "study_webhook_test_result": ("GET", PAGE_OWNER, {}),  # an unknown event: "waiting for the worker"
+    "study_webhook_test_result": ("GET", PAGE_OWNER, {}),
+    "codebook_version": ("GET", PAGE_OWNER, {}),
+    "codebook_revert": ("POST", (LOGIN, 404, 403, 403, 404), {}),  # owners only; no such move: 404
+    "report_run": ("POST", (LOGIN, 404, 302, 403, 302), {}),  # starts the report job, like the analysis
+    "report_download": ("GET", (LOGIN, 404, 404, 403, 404), {}),  # the world's job is no report: 404
+    "api-report": ("GET", API_REPORT, {}),  # an unknown event: "waiting for the worker"
     "incident_bulk": ("POST", (LOGIN, 404, 403, 302, 302), {}),  # nothing selected: back with a message
     "study_import": ("POST", (LOGIN, 404, 403, 403, 400), {}),  # no file: 400 with the message
     "coding_next": ("POST", POST_WRITE, {}),  # claims a place, so a POST; its GET claims nothing
@@ -201,7 +206,7 @@ def kwargs_for(name: str, pattern, w) -> dict:
         "codebook-detail": w["codebook"].pk, "codebook-types": w["codebook"].pk, "codebook_data_js": w["codebook"].pk,
         "document_detail": w["document"].pk, "document_episode_add": w["document"].pk,
         "document_episode_split": w["document"].pk, "document_episode_delete": w["document"].pk,
-        "job_status": w["job"].pk, "api-job": w["job"].pk, "api-job-file": w["job"].pk,
+        "job_status": w["job"].pk, "api-job": w["job"].pk, "report_download": w["job"].pk, "api-job-file": w["job"].pk,
         "incident_detail": w["incident"].pk, "incident_move": w["incident"].pk, "incident-detail": w["incident"].pk,
         "incident-triage": w["incident"].pk, "suggestion_reject": w["suggestion"].pk,
         "profile_token_revoke": w["token"].pk, "incident_code": w["incident"].pk,

@@ -67,7 +67,9 @@ def test_a_who_and_when_entry_nested_nine_hundred_deep_is_a_400(owner_api):
 def test_nul_lone_surrogates_and_bad_bytes_are_a_400(owner_api, body, says):
     r = _post_raw(owner_api, TRACES, body)
     assert r.status_code == 400, r.content[:300]
-    assert says in r.json()["detail"]
+    # Bad bytes and NaN are the body's error; a NUL or a lone surrogate is the field's that holds it.
+    errors = r.json()
+    assert says in json.dumps(errors["detail"] if says in ("UTF-8", "NaN") else errors["data"])
     assert not Document.objects.exists()
 
 
@@ -87,7 +89,7 @@ def test_the_multipart_data_field_is_held_to_the_same_rules(owner_api):
 
 def test_other_json_endpoints_refuse_them_too(owner_api, study):
     r = _post_raw(owner_api, "/api/v1/incidents/", '{"study": "alpha", "title": "a\\u0000", "body": "b"}')
-    assert r.status_code == 400 and "NUL" in r.json()["detail"]
+    assert r.status_code == 400 and "title" in r.json()
     r = _post_raw(owner_api, "/api/v1/incidents/", _nested(50_000))
     assert r.status_code == 400
 
