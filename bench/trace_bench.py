@@ -325,6 +325,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--attribution", type=Path, help="a folder of Who&When logs to measure the suggesters on")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="with --attribution: save the held-out figures to annotate/suggestions/heldout.json, the one place "
+        "the agreement page and README read them from",
+    )
     args = parser.parse_args()
     n_logs, big_steps, per_span, repeats = (60, 400, 4000, 3) if args.quick else (1000, 5000, 4000, 15)
     work = Path(tempfile.mkdtemp(prefix="trace-bench-"))
@@ -409,6 +415,10 @@ def main() -> None:
     if folder is not None:
         acc = attribution_accuracy(folder)
         print_attribution(acc)
+        if args.record:
+            from annotate.suggestions.heldout import PATH
+
+            PATH.write_text(json.dumps(acc | {"source": str(folder)}, indent=1) + "\n")
         summary["attribution"] = acc
     print(json.dumps(summary))
 
