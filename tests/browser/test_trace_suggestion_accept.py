@@ -163,7 +163,9 @@ def test_an_unconfident_type_suggestion_still_shows_its_step_whose_own_accept_fi
     expect(page.locator("#responsible_agent")).to_have_value("WebSurfer")
     expect(page.locator("#failure_type")).to_have_value("")  # the type is left to the coder
     expect(page.locator("#step-5")).to_have_class(re.compile(r"\bis-decisive\b"))
-    panel.scroll_into_view_if_needed()
+    from tests.browser.conftest import SCREENSHOTS
+
     shot("trace-step-suggestion-unconfident-1366")
     page.set_viewport_size({"width": 390, "height": 844})
-    shot("trace-step-suggestion-unconfident-390")
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(SCREENSHOTS / "trace-step-suggestion-unconfident-390.png"))
