@@ -222,29 +222,72 @@ def first_screen(client, url: str, repeats: int) -> tuple[float, int]:
     return statistics.median(times), queries
 
 
+def _fig(p) -> dict:
+    return {"value": None if p.value is None else round(p.value, 3), "low": None if p.low is None else round(p.low, 3),
+            "high": None if p.high is None else round(p.high, 3), "k": p.k, "n": p.n}  # fmt: skip
+
+
 def attribution_accuracy(folder: Path) -> dict:
-    """Accuracy of each local rule (and of the openai backend when OPENAI_API_KEY is set) on Who&When logs."""
+    """Every local rule and the position prior on the evaluate split of each Who&When half.
+
+    Logs split by a hash of "<half>/<file name>" (lib.stats.attribution.split_of); the prior's k (one for exact
+    hits, one for ±3) and its agent are chosen on the choose split of the same half, and every figure is measured
+    on the evaluate split only. The openai backend is measured too when OPENAI_API_KEY is set.
+    """
+    import numpy as np
+
     from annotate.suggestions.steps import LOCAL_RULE, RULES
     from annotate.traces.parsers import iter_trace_records
+    from lib.stats.attribution import choose_prior, held_out, split_of
 
-    records = [tr for p in sorted(folder.rglob("*.json")) for tr in iter_trace_records(p, "whowhen")]
-    out = {"logs": len(records), "chosen": LOCAL_RULE, "rules": {}}
-    for name, rule in RULES.items():
-        hits = {"step": 0, "within_1": 0, "within_3": 0, "agent": 0}
-        for tr in records:
-            guess, ref = rule(tr.steps), tr.reference
-            d = abs(guess.step - ref["step"])
-            hits["step"] += d == 0
-            hits["within_1"] += d <= 1
-            hits["within_3"] += d <= 3
-            hits["agent"] += guess.agent.lower() == ref["agent"].lower()
-        out["rules"][name] = {k: round(v / len(records), 3) for k, v in hits.items()}
+    halves: dict[str, dict[str, list]] = {}
+    for p in sorted(folder.rglob("*.json")):
+        for tr in iter_trace_records(p, "whowhen"):
+            if tr.reference.get("step") is None or not tr.steps:
+                continue
+            half = "hand_crafted" if "hand" in p.parent.name.lower() else "algorithm_generated"
+            split = split_of(f"{p.parent.name}/{p.name}")
+            halves.setdefault(half, {"choose": [], "evaluate": []})[split].append(tr)
+    out = {"logs": sum(len(v["choose"]) + len(v["evaluate"]) for v in halves.values()), "chosen": LOCAL_RULE}
+    out["halves"] = {}
+    for half, split in sorted(halves.items()):
+        choose, evaluate = split["choose"], split["evaluate"]
+        if not choose or not evaluate:
+            out["halves"][half] = {"error": "too few logs to split into choose and evaluate halves"}
+            continue
+        prior = choose_prior(
+            np.array([t.reference["step"] for t in choose]),
+            np.array([len(t.steps) for t in choose]),
+            [t.reference["agent"] for t in choose],
+        )
+        ref_steps = np.array([t.reference["step"] for t in evaluate])
+        n_steps = np.array([len(t.steps) for t in evaluate])
+        ref_agents = [t.reference["agent"] for t in evaluate]
+        rules = {}
+        for name, rule in RULES.items():
+            guesses = [rule(t.steps) for t in evaluate]
+            h = held_out(
+                steps=np.array([-1 if g.step is None else g.step for g in guesses]),
+                agents=[g.agent for g in guesses],
+                ref_steps=ref_steps, ref_agents=ref_agents, n_steps=n_steps, prior=prior,
+            )  # fmt: skip
+            rules[name] = {k: _fig(getattr(h, k)) for k in ("step_exact", "step_pm3", "agent")}
+            if name == LOCAL_RULE:
+                chosen = h
+        out["halves"][half] = {
+            "choose_logs": len(choose), "evaluate_logs": len(evaluate),
+            "prior": {"k_exact": prior.k_exact, "k_pm3": prior.k_pm3, "agent": prior.agent},
+            **{k: _fig(getattr(chosen, k)) for k in (
+                "step_exact", "step_pm3", "agent", "prior_step_exact", "prior_step_pm3", "prior_agent")},
+            "rules": rules,
+        }  # fmt: skip
     if os.environ.get("OPENAI_API_KEY"):
         from annotate.suggestions.base import codebook_spec
         from annotate.suggestions.llm import LLMSuggester, trace_attribution
         from taxonomy.models import Codebook
 
         suggester = LLMSuggester(codebook_spec(Codebook.objects.get()))
+        records = [t for v in halves.values() for t in v["evaluate"]]
         hits = {"step": 0, "agent": 0, "answered": 0}
         for tr in records:
             got = trace_attribution(suggester, title=tr.record.title, steps=tr.steps)
@@ -253,14 +296,41 @@ def attribution_accuracy(folder: Path) -> dict:
             hits["answered"] += 1
             hits["step"] += got["step"] == tr.reference["step"]
             hits["agent"] += got["agent"].lower() == tr.reference["agent"].lower()
-        out["openai"] = {k: round(v / len(records), 3) for k, v in hits.items()}
+        out["openai"] = {k: round(v / len(records), 3) for k, v in hits.items()} | {"logs": len(records)}
     return out
+
+
+def print_attribution(acc: dict) -> None:
+    def show(f: dict) -> str:
+        if f["value"] is None:
+            return "—"
+        return f"{f['value']:.0%} [{f['low']:.0%}, {f['high']:.0%}] ({f['k']}/{f['n']})"
+
+    for half, h in acc["halves"].items():
+        if "error" in h:
+            print(f"{half}: {h['error']}")
+            continue
+        p = h["prior"]
+        print(
+            f"{half}: chosen on {h['choose_logs']} logs, measured on {h['evaluate_logs']} held-out logs; "
+            f"prior: step {p['k_exact']} (exact), step {p['k_pm3']} (±3), agent {p['agent']!r}"
+        )
+        for key in ("step_exact", "step_pm3", "agent"):
+            print(f"  {key:11} rule {acc['chosen']}: {show(h[key]):28} prior: {show(h['prior_' + key])}")
+        for name, figures in h["rules"].items():
+            print(f"  rule {name:18} " + "  ".join(f"{k} {show(v)}" for k, v in figures.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--attribution", type=Path, help="a folder of Who&When logs to measure the suggesters on")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="with --attribution: save the held-out figures to annotate/suggestions/heldout.json, the one place "
+        "the agreement page and README read them from",
+    )
     args = parser.parse_args()
     n_logs, big_steps, per_span, repeats = (60, 400, 4000, 3) if args.quick else (1000, 5000, 4000, 15)
     work = Path(tempfile.mkdtemp(prefix="trace-bench-"))
@@ -344,12 +414,11 @@ def main() -> None:
     folder = args.attribution or (SHARED if SHARED.is_dir() and not args.quick else None)
     if folder is not None:
         acc = attribution_accuracy(folder)
-        for name, figures in acc["rules"].items():
-            mark = " (chosen)" if name == acc["chosen"] else ""
-            print(
-                f"local rule {name:18}{mark:9} step {figures['step']:.0%} ±1 {figures['within_1']:.0%} "
-                f"±3 {figures['within_3']:.0%} agent {figures['agent']:.0%} on {acc['logs']} logs"
-            )
+        print_attribution(acc)
+        if args.record:
+            from annotate.suggestions.heldout import PATH
+
+            PATH.write_text(json.dumps(acc | {"source": str(folder)}, indent=1) + "\n")
         summary["attribution"] = acc
     print(json.dumps(summary))
 

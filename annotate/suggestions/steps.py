@@ -12,10 +12,16 @@ Every rule reads only the steps (no database), so it runs on parsed files as wel
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from annotate.models import (
     StepKind,
@@ -116,11 +122,70 @@ def rule_last_agent(steps: Sequence[StepLike]) -> StepGuess:
     return rule_first_agent(steps)
 
 
+# A small learned rule: logistic regression over per-step features, the step with the highest score ------------
+
+FEATURES = (
+    "relative_position", "log_index", "is_first", "is_second", "is_agent", "error_marker", "first_error_marker",
+    "agent_first_turn", "hand_off", "not_the_opening_agent", "next_step_fails", "log_length", "is_last",
+)  # fmt: skip
+MODEL_PATH = Path(__file__).with_name("step_model.json")
+
+
+def step_features(steps: Sequence[StepLike]) -> np.ndarray:
+    """Per step, the FEATURES (steps x features): position, error markers in its own text and in the next step's
+    (a tool failure shows in the result that follows the call), and hand-offs between agents."""
+    import numpy as np  # here, not at import: registering the job kinds loads this module and must stay light
+
+    n = len(steps)
+    rows = np.zeros((n, len(FEATURES)))
+    fails = [bool(s.status == StepStatus.ERROR or s.error or _FAILED.search(_text(s))) for s in steps]
+    opening = next((s.agent for s in steps if _is_agent(s)), "")
+    seen: set[str] = set()
+    previous = None
+    before = False
+    for i, s in enumerate(steps):
+        agent = _is_agent(s)
+        rows[i] = (
+            i / max(n - 1, 1), np.log1p(i), i == 0, i == 1, agent, fails[i], fails[i] and not before,
+            agent and s.agent not in seen, agent and previous is not None and s.agent != previous,
+            agent and s.agent != opening, i + 1 < n and fails[i + 1], np.log1p(len(_text(s))), i == n - 1,
+        )  # fmt: skip
+        before = before or fails[i]
+        if agent:
+            seen.add(s.agent)
+            previous = s.agent
+    return rows
+
+
+@lru_cache(maxsize=1)
+def _model() -> tuple[np.ndarray, float]:
+    import numpy as np
+
+    data = json.loads(MODEL_PATH.read_text())
+    if tuple(data["features"]) != FEATURES:
+        raise ValueError(f"{MODEL_PATH.name} was fitted on other features; refit it with bench/fit_step_model.py")
+    return np.asarray(data["coef"], dtype=float), float(data["intercept"])
+
+
+def rule_learned(steps: Sequence[StepLike]) -> StepGuess:
+    """The step the fitted model scores highest (bench/fit_step_model.py fits it on the choose split of the
+    Who&When logs only); a step by no agent (a terminal, the human) is blamed on the agent step before it."""
+    coef, intercept = _model()
+    best = int((step_features(steps) @ coef + intercept).argmax())
+    s = steps[best]
+    if not _is_agent(s):
+        earlier = [p for p in steps[:best] if _is_agent(p)]
+        if earlier:
+            s = earlier[-1]
+    return StepGuess(s.index, s.agent, "learned", _excerpt(s))
+
+
 RULES: dict[str, Callable[[Sequence[StepLike]], StepGuess]] = {
     "first_error": rule_first_error,
     "first_failed_tool": rule_first_failed_tool,
     "first_agent": rule_first_agent,
     "last_agent": rule_last_agent,
+    "learned": rule_learned,
 }
 # Chosen by measured accuracy on the Who&When logs (see README.md, "Step-level suggestions").
 LOCAL_RULE = "first_error"

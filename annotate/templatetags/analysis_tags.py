@@ -116,3 +116,13 @@ def axis_label(axis: str) -> str:
 
     name = AXIS_NAMES.get(axis, str(axis).replace("_", " "))
     return name[:1].upper() + name[1:]
+
+
+@register.inclusion_tag("annotate/partials/_step_rule_heldout.html")
+def step_rule_heldout() -> dict:
+    """The local step rule beside the position prior on held-out Who&When logs, from the one recorded place."""
+    from annotate.suggestions.heldout import comparisons, record, verdict
+
+    data = record()
+    return {"verdict": verdict(data), "rows": comparisons(data), "logs": data.get("logs"),
+            "halves": data.get("halves", {})}  # fmt: skip

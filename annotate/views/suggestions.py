@@ -142,6 +142,8 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, chos
         confident=confident,
         candidates=candidates,
         attribution=attribution,
+        # Accepting only the step leaves the type to the coder: not linked to the suggestion.
+        attribution_fill=json.dumps(attribution),
         naf_fill=json.dumps({"not_a_failure": True, "from_suggestion": suggestion.pk}),
     )
     return context

@@ -6,6 +6,7 @@ a nominal code): arrays in, frozen dataclasses out, no ORM.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,3 +93,106 @@ def accuracy(
     diff = np.abs(steps[both] - ref_steps[both])
     n = int(both.sum())
     return Accuracy(agent, {t: wilson(int((diff <= t).sum()), n, level=level) for t in TOLERANCES})
+
+
+# Held-out evaluation of a step suggester against the position prior ------------------------------------------
+
+SPLITS = ("choose", "evaluate")
+
+
+def split_of(name: str) -> str:
+    """The split a log belongs to, from a hash of its name alone: the same name always lands in the same split,
+    whatever other logs sit beside it, so a log used to choose a rule is never among those it is judged on."""
+    digest = hashlib.sha256(name.encode("utf-8")).digest()
+    return SPLITS[digest[0] & 1]
+
+
+@dataclass(frozen=True)
+class PositionPrior:
+    """The baseline a step suggester must beat: always step k (clipped to the trace's last step), and always the
+    most frequent agent. k is chosen separately for exact hits and for hits within ±3."""
+
+    k_exact: int
+    k_pm3: int
+    agent: str
+
+
+def prior_steps(k: int, n_steps: np.ndarray) -> np.ndarray:
+    """Step k of each trace, or its last step when it is shorter."""
+    return np.minimum(k, np.asarray(n_steps, dtype=np.int64) - 1)
+
+
+def _best_k(ref_steps: np.ndarray, n_steps: np.ndarray, tolerance: int) -> int:
+    """The constant step with the most hits within `tolerance` (the smallest such k on a tie)."""
+    ks = np.arange(int(n_steps.max()))
+    preds = np.minimum(ks[:, None], n_steps[None, :] - 1)
+    hits = (np.abs(preds - ref_steps[None, :]) <= tolerance).sum(axis=1)
+    return int(ks[int(np.argmax(hits))])
+
+
+def choose_prior(ref_steps: np.ndarray, n_steps: np.ndarray, ref_agents: list[str]) -> PositionPrior:
+    """Choose the position prior on the logs given (the choose split only): the k that hits most reference
+    steps exactly, the k that hits most within ±3, and the most frequent reference agent (case-insensitive;
+    alphabetically first on a tie)."""
+    ref_steps = np.asarray(ref_steps, dtype=np.int64)
+    n_steps = np.asarray(n_steps, dtype=np.int64)
+    if ref_steps.size == 0 or ref_steps.shape != n_steps.shape:
+        raise ValueError("need one reference step and one trace length per log, at least one log")
+    if (n_steps < 1).any():
+        raise ValueError("every trace needs at least one step")
+    names = [a.strip().lower() for a in ref_agents if a.strip()]
+    counts: dict[str, int] = {}
+    for a in names:
+        counts[a] = counts.get(a, 0) + 1
+    agent = min(counts, key=lambda a: (-counts[a], a)) if counts else ""
+    return PositionPrior(_best_k(ref_steps, n_steps, 0), _best_k(ref_steps, n_steps, 3), agent)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A rule's and the prior's accuracy on the evaluate split, with Wilson intervals."""
+
+    n: int
+    step_exact: Proportion
+    step_pm3: Proportion
+    agent: Proportion
+    prior_step_exact: Proportion
+    prior_step_pm3: Proportion
+    prior_agent: Proportion
+
+
+def held_out(
+    *,
+    steps: np.ndarray,
+    agents: list[str],
+    ref_steps: np.ndarray,
+    ref_agents: list[str],
+    n_steps: np.ndarray,
+    prior: PositionPrior,
+    level: float = 0.95,
+) -> HeldOut:
+    """Score a rule's guesses and the (already chosen) prior's on the same held-out logs. Every log counts in
+    every denominator: a rule that names no step or agent is wrong there, not excused."""
+    steps = np.asarray(steps, dtype=np.int64)
+    ref_steps = np.asarray(ref_steps, dtype=np.int64)
+    n_steps = np.asarray(n_steps, dtype=np.int64)
+    n = int(ref_steps.size)
+
+    def hits(pred: np.ndarray, tolerance: int) -> Proportion:
+        return wilson(int(((pred >= 0) & (np.abs(pred - ref_steps) <= tolerance)).sum()), n, level=level)
+
+    def named(guess: list[str]) -> Proportion:
+        ok = sum(
+            bool(g.strip()) and g.strip().lower() == r.strip().lower() for g, r in zip(guess, ref_agents, strict=True)
+        )
+        return wilson(ok, n, level=level)
+
+    return HeldOut(
+        n=n,
+        step_exact=hits(steps, 0),
+        step_pm3=hits(steps, 3),
+        agent=named(agents),
+        prior_step_exact=hits(prior_steps(prior.k_exact, n_steps), 0),
+        prior_step_pm3=hits(prior_steps(prior.k_pm3, n_steps), 3),
+        prior_agent=named([prior.agent] * n),
+    )

@@ -116,7 +116,7 @@
       document.dispatchEvent(new CustomEvent("faultline:fill", {detail: detail}));
     }
     var hidden = document.getElementById("from_suggestion");
-    if (hidden) hidden.value = detail.from_suggestion;
+    if (hidden && detail.from_suggestion !== undefined) hidden.value = detail.from_suggestion;
     var li = button.closest(".suggestion-candidate");
     if (li) highlight(candidateEvidence(li), false);
     var p = panel();
@@ -127,14 +127,15 @@
       var status = p.querySelector(".suggestion-filled") || document.createElement("p");
       status.className = "notice ok suggestion-filled";
       status.setAttribute("role", "status");
-      status.textContent = "✓ Filled the form from suggestion " + (li ? "#" + li.querySelector(".suggestion-rank").textContent : "") +
-        " Review, then save.";
+      status.textContent = li
+        ? "✓ Filled the form from suggestion #" + li.querySelector(".suggestion-rank").textContent + " Review, then save."
+        : "✓ Filled the form from the suggestion. Review, then save.";
       p.querySelector("h2").insertAdjacentElement("afterend", status);
     }
   }
 
   document.addEventListener("click", function (e) {
-    var button = e.target.closest && e.target.closest("#suggestion-panel .suggestion-accept");
+    var button = e.target.closest && e.target.closest("#suggestion-panel .suggestion-accept, #suggestion-panel .suggestion-accept-step");
     if (button) {
       accept(button);
       return;

@@ -126,3 +126,46 @@ def test_the_accept_button_fills_a_step_beyond_the_first_window_and_selects_it(
     expect(page.locator("#step-100")).to_have_class(re.compile(r"\bis-decisive\b"))
     expect(page.locator("#step-100")).to_be_in_viewport()
     _saved(page, episode, suggestion)
+
+
+def test_an_unconfident_type_suggestion_still_shows_its_step_whose_own_accept_fills_only_the_step(
+    page, live_server, login, shot, study, bob, codes
+):
+    from annotate.models import Episode, Suggestion
+    from annotate.traces.services import import_traces
+
+    import_traces(study=study, paths=[WHO / "Hand-Crafted" / "3.json"], fmt="whowhen")
+    episode = Episode.objects.get(study=study)
+    t = codes.type("TUS-03")
+    axes = {
+        "source": codes.source("agent_design"),
+        "stage": codes.stage("iterative_execution"),
+        "capability": codes.capability("actuation"),
+    }
+    candidate = {"failure_type": t.code, **{k: v.code for k, v in axes.items()}, "confidence": 0.12}
+    Suggestion.objects.create(
+        episode=episode, backend="local", model="test", prompt_version="test", failure_type=t, **axes,
+        confidence=0.12, candidates=[candidate | {"rationale": "", "evidence": ""}], decisive_step=5,
+        responsible_agent="WebSurfer", cache_key="test",
+    )  # fmt: skip
+    assert study.suggestion_min_confidence > 0.12  # the type suggestion is below the study's threshold
+
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.set_default_timeout(30_000)
+    login("bob")
+    page.goto(f"{live_server.url}/studies/alpha/episodes/{episode.pk}/code/")
+    panel = page.locator("#suggestion-panel")
+    expect(panel.locator(".suggestion-unsure")).to_be_visible()
+    expect(panel.locator(".suggestion-attribution")).to_contain_text("step #5")
+    expect(panel.locator(".suggestion-candidate").first).not_to_be_visible()  # the type stays folded away
+    panel.get_by_role("button", name="Accept step and agent").click()
+    expect(page.locator("#decisive_step")).to_have_value("5")
+    expect(page.locator("#responsible_agent")).to_have_value("WebSurfer")
+    expect(page.locator("#failure_type")).to_have_value("")  # the type is left to the coder
+    expect(page.locator("#step-5")).to_have_class(re.compile(r"\bis-decisive\b"))
+    from tests.browser.conftest import SCREENSHOTS
+
+    shot("trace-step-suggestion-unconfident-1366")
+    page.set_viewport_size({"width": 390, "height": 844})
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(SCREENSHOTS / "trace-step-suggestion-unconfident-390.png"))

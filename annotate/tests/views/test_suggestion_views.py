@@ -101,6 +101,21 @@ def test_a_trace_suggestions_accept_fills_its_decisive_step_and_agent_too(sugges
     assert "Suggested attribution: step #4" in html
 
 
+def test_a_suggested_step_shows_even_when_the_type_suggestion_is_unconfident(suggested, study, bob, login):
+    ep, s = suggested
+    s.decisive_step, s.responsible_agent = 7, "Orchestrator"
+    s.save(update_fields=["decisive_step", "responsible_agent"])
+    study.suggestion_min_confidence = 0.99  # no type candidate clears it
+    study.save(update_fields=["suggestion_min_confidence"])
+    html = login(bob).get(f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/", HTTP_HX_REQUEST="true").content
+    html = html.decode()
+    assert "No confident suggestion" in html
+    assert "Suggested attribution: step #7" in html and "Orchestrator" in html
+    # Its own Accept fills only the step and agent: the type stays the coder's, unlinked to the suggestion.
+    step_button = html[html.index("suggestion-accept-step") :]
+    assert json.loads(_attr(step_button, "data-fill")) == {"decisive_step": 7, "responsible_agent": "Orchestrator"}
+
+
 def test_the_panel_is_for_members_who_code(suggested, study, vera, charlie, login):
     ep, _ = suggested
     url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
