@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import betaincinv, ndtri, stdtrit
 
 from lib.stats.bootstrap import (
     BOOTSTRAP_METHODS,
@@ -80,6 +79,8 @@ def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
 
 def _beta_limits(a_lo, b_lo, a_hi, b_hi, x, n, alpha):
     """Beta-quantile limits, 0 at x = 0 and 1 at x = n (where the lower / upper tail is empty)."""
+    from scipy.special import betaincinv  # on first use: 25 MB a web process need not load
+
     lo = np.where(x > 0, betaincinv(np.maximum(a_lo, 1e-12), np.maximum(b_lo, 1e-12), alpha / 2), 0.0)
     hi = np.where(x < n, betaincinv(np.maximum(a_hi, 1e-12), np.maximum(b_hi, 1e-12), 1 - alpha / 2), 1.0)
     return lo, hi
@@ -95,6 +96,8 @@ def analytic_limits(
     Methodology 24:193-201. jeffreys_deff: the Beta(x* + 1/2, n* - x* + 1/2)
     quantiles. wilson_deff: the Wilson score interval on n*.
     """
+    from scipy.special import ndtri, stdtrit  # on first use: 25 MB a web process need not load
+
     alpha = 1 - _level(level)
     p, n_eff = np.asarray(p, dtype=np.float64), np.asarray(n_eff, dtype=np.float64)
     if method == "korn_graubard":
@@ -212,6 +215,8 @@ class Proportion:
 
 def wilson(k: int, n: int, *, level: float = 0.95) -> Proportion:
     """The Wilson score interval for k successes in n trials."""
+    from scipy.special import ndtri  # on first use: 25 MB a web process need not load
+
     level = _level(level)
     if n <= 0:
         return Proportion(k, n, None, None, None, False, "no episodes")
