@@ -241,6 +241,20 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Pool processes per worker, from the cores (docs/deploy.md, "Memory"): on a small machine the web workers take
+# one core each, and a job (an import, a bootstrap) is mostly CPU, so a second pool process there only adds
+# ~100 MB and competes for the same cores. Bigger machines get one per two cores; CELERY_CONCURRENCY overrides.
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+CELERY_WORKER_CONCURRENCY = envint("CELERY_CONCURRENCY", max(1, _CORES // 2))
+# One task at a time needs no pool beside the worker: the solo pool runs it in the worker process itself, saving the
+# ~100 MB of a forked pool process. A task that kills it is redelivered (acks late) and its job re-leased, as with a
+# lost pool process; the supervisor (systemd, deploy/supervise.py) restarts the worker. FAULTLINE_WORKER_POOL overrides.
+CELERY_WORKER_POOL = os.environ.get("FAULTLINE_WORKER_POOL") or (
+    "solo" if CELERY_WORKER_CONCURRENCY == 1 else "prefork"
+)
+# A prefork pool process that grew past this (KiB) after a task, say by loading scikit-learn for suggestions or
+# matplotlib for figures, is replaced by a fresh one: the memory a rare job needs is not held while the worker idles.
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = envint("FAULTLINE_WORKER_MAX_MEMORY_MB", 300) * 1024
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 2}
 # A web request that starts a job must never hang on a dead broker: give up

@@ -63,10 +63,10 @@ def programs() -> list[Program]:
     py = sys.executable
     level = os.environ.get("CELERY_LOG_LEVEL", "INFO")
     schedule = os.environ.get("CELERY_BEAT_SCHEDULE", "/tmp/faultline-celerybeat")  # noqa: S108 - a local default
-    concurrency = os.environ.get("CELERY_CONCURRENCY", "2")
+    # The pool's size and recycling come from the settings (CELERY_CONCURRENCY, FAULTLINE_WORKER_MAX_MEMORY_MB).
     return [
         Program("web", [py, "-m", "gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"]),
-        Program("worker", [py, "-m", "celery", "-A", "config", "worker", "-l", level, "--concurrency", concurrency]),
+        Program("worker", [py, "-m", "celery", "-A", "config", "worker", "-l", level]),
         Program("beat", [py, "-m", "celery", "-A", "config", "beat", "-l", level, "--schedule", schedule]),
     ]
 

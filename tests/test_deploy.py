@@ -4,6 +4,7 @@ backend and gunicorn hooks are the ones docs/deploy.md describes."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import runpy
 import secrets
@@ -56,15 +57,69 @@ def test_postgres_urls_get_the_health_checked_backend_with_server_side_binding()
     assert db_settings(env) == ["config.pgbackend", "False", "True"]
 
 
+class _Cfg:
+    def __init__(self, preload_app: bool) -> None:
+        self.preload_app = preload_app
+
+
+class _Server:
+    def __init__(self, preload_app: bool) -> None:
+        self.cfg = _Cfg(preload_app)
+
+
 def test_gunicorn_workers_freeze_the_loaded_app_out_of_the_garbage_collector(monkeypatch):
     monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    monkeypatch.setenv("FAULTLINE_PRELOAD", "0")
     conf = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
-    assert conf["workers"] == 3
+    assert conf["workers"] == 3 and conf["preload_app"] is False
     try:
-        conf["post_worker_init"](None)
+        conf["when_ready"](_Server(False))  # without preload the master loads nothing
+        assert gc.get_freeze_count() == 0
+        conf["post_worker_init"](_Server(False))
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_gunicorn_preloads_the_app_in_the_master_and_sizes_its_workers_from_the_cores(monkeypatch):
+    monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
+    monkeypatch.delenv("FAULTLINE_PRELOAD", raising=False)
+    conf = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+    assert conf["preload_app"] is True
+    assert conf["workers"] == max(2, len(os.sched_getaffinity(0)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7})
+    assert runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))["workers"] == 8
+    try:
+        conf["post_worker_init"](_Server(True))  # a forked worker has nothing left to do
+        assert gc.get_freeze_count() == 0
+        conf["when_ready"](_Server(True))  # the master settles the app once, before the first fork
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_the_worker_pool_is_sized_from_the_cores_and_recycles_grown_processes():
+    """The settings every launcher reads (supervise.py, the Procfile, the systemd unit pass no --concurrency)."""
+    code = (
+        "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'config.settings'\n"
+        "import os; os.sched_getaffinity = lambda pid: set(range(int(os.environ['CORES'])))\n"
+        "from django.conf import settings as s\n"
+        "print(s.CELERY_WORKER_CONCURRENCY, s.CELERY_WORKER_POOL, s.CELERY_WORKER_MAX_MEMORY_PER_CHILD)"
+    )
+    env = {**os.environ, "FAULTLINE_DEV": "1"}
+    env.pop("CELERY_CONCURRENCY", None)
+    env.pop("FAULTLINE_WORKER_POOL", None)
+
+    def read(cores: int, **extra) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, "CORES": str(cores), **extra},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        return out.stdout.split()
+
+    # A 2-core machine: the web workers take the cores, and one task at a time runs in the worker itself.
+    assert read(2) == ["1", "solo", str(300 * 1024)]
+    assert read(8) == ["4", "prefork", str(300 * 1024)]
+    assert read(2, CELERY_CONCURRENCY="3", FAULTLINE_WORKER_MAX_MEMORY_MB="500") == ["3", "prefork", str(500 * 1024)]
+    assert "--concurrency" not in (ROOT / "deploy" / "systemd" / "faultline-worker@.service").read_text()
 
 
 def test_systemd_units_restart_on_failure_and_never_hit_the_start_limit():
@@ -83,3 +138,49 @@ def test_systemd_units_restart_on_failure_and_never_hit_the_start_limit():
 def test_make_serve_runs_the_supervisor():
     assert "deploy/serve.sh" in (ROOT / "Makefile").read_text()
     assert 'exec "$PY" deploy/supervise.py' in (ROOT / "deploy" / "serve.sh").read_text()
+
+
+# Loaded only by the work that needs them (figures, suggestions, Parquet exports, statistics' special functions):
+# each is tens of MB in every process that imports it, and the web workers and the worker's master never do.
+HEAVY = ("sklearn", "scipy", "matplotlib", "pyarrow", "pandas", "PIL")
+
+
+def test_the_web_and_worker_processes_start_without_the_heavy_libraries():
+    """What a preloaded gunicorn master holds before it forks its workers (the app, every view module through
+    the URLconf, the job registry), and what a Celery worker's master holds: none of HEAVY."""
+    code = """
+import json, runpy, sys
+from config.wsgi import application
+conf = runpy.run_path("deploy/gunicorn.conf.py")
+conf["_settle"]()
+web = sorted(m for m in HEAVY if m in sys.modules)
+import gc; gc.unfreeze()
+from config.celery import app
+app.loader.import_default_modules()
+worker = sorted(m for m in HEAVY if m in sys.modules)
+print(json.dumps({"web": web, "worker": worker, "views": "annotate.views.analysis" in sys.modules}))
+""".replace("HEAVY", repr(HEAVY))
+    env = {**os.environ, "FAULTLINE_DEV": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"web": [], "worker": [], "views": True}
+
+
+def test_the_heavy_libraries_load_when_the_work_needs_them():
+    """The lazy imports still happen: a kappa loads scikit-learn, a heatmap colour matplotlib, a Wilson interval
+    scipy (so the check above is not passing because the code stopped using them)."""
+    code = """
+import json, sys
+import django; django.setup()
+from annotate.suggestions.quality import _kappa
+from annotate.analysis.figures import cell_style
+from lib.stats import wilson
+names = ("sklearn", "matplotlib", "scipy")
+before = sorted(m for m in names if m in sys.modules)
+_kappa(["a", "b", "a"], ["a", "b", "b"]); cell_style(0.5, 1.0); wilson(3, 10)
+print(json.dumps({"before": before, "after": sorted(m for m in names if m in sys.modules)}))
+"""
+    env = {**os.environ, "FAULTLINE_DEV": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"before": [], "after": ["matplotlib", "scipy", "sklearn"]}

@@ -11,18 +11,24 @@ from __future__ import annotations
 import csv
 import io
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.colors import to_hex
 
 SEQUENTIAL = "cividis_r"  # pale yellow for small shares, dark blue for large
 DIVERGING = "PuOr"
 MARK = "◆"  # interval excludes zero
+
+
+def _mpl():
+    """(pyplot, colormaps, to_hex), imported on first use: matplotlib is 30-40 MB that only the analysis
+    pages' heatmaps and figures need, so a web or worker process that never draws one never loads it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    return plt, colormaps, to_hex
 
 
 def _text_colour(rgba) -> str:
@@ -34,6 +40,7 @@ def cell_style(value: float | None, vmax: float, diverging: bool = False) -> dic
     """Background and text colours for one HTML heatmap cell."""
     if value is None:
         return {"bg": "#ffffff", "fg": "#1d2330"}
+    _, colormaps, to_hex = _mpl()
     if diverging:
         x = 0.5 + (value / (2 * vmax) if vmax else 0)
         rgba = colormaps[DIVERGING](min(max(x, 0), 1))
@@ -49,6 +56,7 @@ def _axes_labels(doc: dict) -> tuple[list[str], list[str]]:
 
 def _heatmap(title: str, values: np.ndarray, labels: list[list[str]], doc: dict, *, diverging: bool, vmax: float):
     stages, caps = _axes_labels(doc)
+    plt, colormaps, _ = _mpl()
     fig, ax = plt.subplots(figsize=(1.3 * len(caps) + 2.6, 0.62 * len(stages) + 1.6), dpi=110)
     cmap = colormaps[DIVERGING if diverging else SEQUENTIAL]
     vmin = -vmax if diverging else 0
@@ -108,7 +116,7 @@ def _difference(doc: dict, a: str, b: str) -> dict:
 def render(fig, fmt: str) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, bbox_inches="tight", metadata={"Date": None} if fmt == "svg" else None)
-    plt.close(fig)
+    _mpl()[0].close(fig)
     return buf.getvalue()
 
 

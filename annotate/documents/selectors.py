@@ -14,7 +14,14 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils.safestring import SafeString
 
 from annotate.documents import search
-from annotate.documents.search import document_search, search_after, search_cursor, search_snippets, search_study
+from annotate.documents.search import (
+    document_search,
+    search_after,
+    search_cursor,
+    search_pending,
+    search_snippets,
+    search_study,
+)
 from annotate.models import Document, DocumentKind, Episode, Split, Study
 
 PAGE_SIZE = 50
@@ -63,6 +70,7 @@ class DocumentPage:
     total_capped: bool = False  # there are more than COUNT_LIMIT
     candidates_cut: bool = False  # a search found more than `candidate_limit` matches: only the newest were ranked
     candidate_limit: int = 0
+    search_pending: int = 0  # a search: the study's documents still being indexed, which it cannot find yet
     next_after: int | str | None = None  # an id, or "rank:id" for a search
     prev_before: int | None = None
     episodes: dict[int, dict] = field(default_factory=dict)
@@ -149,6 +157,7 @@ def _search_page(study: Study, filters: DocumentFilters, *, after: str, visible:
     if len(rows) > PAGE_SIZE:
         page.next_after = search_cursor(page.rows[-1])
     page.snippets = search_snippets([d.pk for d in page.rows], filters.q)
+    page.search_pending = search_pending(study.pk)
     _episode_stats(page, visible)
     return page
 

@@ -20,9 +20,10 @@ from itertools import islice
 from typing import Any
 
 import orjson
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.utils import timezone
 
+from annotate.documents.search import search_deferred
 from annotate.imports.parsed import Record, Skip
 from annotate.models import Document, Episode, Study
 from annotate.studies.services import queue_key_for
@@ -111,36 +112,6 @@ def fewer_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
-
-
-# An import that creates or updates this many documents refreshes the planner's statistics when it ends.
-ANALYZE_AFTER = 5_000
-# The document columns that queries filter, join or search on: sampling the bodies and raw JSON as well
-# tripled the ANALYZE (0.29 s against 0.87 s on 200,000 documents) for statistics no plan reads.
-ANALYZED_DOCUMENT_COLUMNS = ("id", "study_id", "kind", "external_id", "cluster", "triage_status", "severity",
-                             "assignee_id", "occurred_at", "search")  # fmt: skip
-
-
-def statistics_refresh(result: ImportResult) -> bool:
-    """After a large import on PostgreSQL: ANALYZE the document and episode tables. Returns whether it ran.
-
-    Until the planner has statistics that include the new rows, it takes a new study for an
-    empty one: on a 200,000-document study just imported, the documents list and search took
-    370-480 ms a page instead of 19-30 ms. Autovacuum would analyze the tables in time, where
-    it runs, but only once a tenth of the table has changed, which a new study in a big table
-    may never reach. It costs under a second on a million-row table and never fails the import
-    (a connection without the table's ownership only gets a warning)."""
-    if connection.vendor != "postgresql" or result.created + result.updated < ANALYZE_AFTER:
-        return False
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"ANALYZE {Document._meta.db_table} ({', '.join(ANALYZED_DOCUMENT_COLUMNS)}), {Episode._meta.db_table}"
-            )
-    except DatabaseError:
-        log.warning("could not refresh the planner's statistics after an import", exc_info=True)
-        return False
-    return True
 
 
 def _labels_field(labels: list[str]) -> str:
@@ -276,11 +247,13 @@ def _write_batch(
     written: set[tuple[str, str]] | None = None,
     digests: dict[tuple[str, str], str] | None = None,
     fresh: bool = False,
+    defer_search: bool = True,
 ) -> None:
     """Upsert one batch: one SELECT (none into a `fresh` study), then multi-row INSERT/UPDATE only for what changed.
 
     `written`, if given, receives the (kind, external_id) of every record inserted or updated;
-    `digests` may hold record_hash of records, already computed (by a parser thread)."""
+    `digests` may hold record_hash of records, already computed (by a parser thread);
+    `defer_search`: leave the search vectors to the search_index job (the caller queues it)."""
     existing = {} if fresh else _existing(study, batch)
     new: list[dict[str, Any]] = []
     changed: list[tuple[int, dict[str, Any]]] = []
@@ -296,6 +269,20 @@ def _write_batch(
             continue
         if written is not None:
             written.add((record.kind, record.external_id))
+    if new or changed:
+        with search_deferred(defer_search):
+            _rows_write(study, new, changed, result, defer_search=defer_search)
+
+
+def _rows_write(
+    study: Study,
+    new: list[dict[str, Any]],
+    changed: list[tuple[int, dict[str, Any]]],
+    result: ImportResult,
+    *,
+    defer_search: bool,
+) -> None:
+    """Insert the new documents (each with one episode) and update the changed ones."""
     now = timezone.now()
     if new and connection.vendor == "postgresql":
         ids = _ids_draw(len(new))
@@ -324,6 +311,8 @@ def _write_batch(
         fields = [Document._meta.get_field(name) for name in UPDATE_FIELDS]
         qn = connection.ops.quote_name
         assignments = ", ".join(f"{qn(f.column)} = %s" for f in fields)
+        if defer_search and connection.vendor == "postgresql":
+            assignments += ", search = NULL"  # refilled by the follow-up job, as a new document's
         sql = f"UPDATE {qn(Document._meta.db_table)} SET {assignments} WHERE id = %s"  # noqa: S608
         values = [({**v, "updated_at": now}, pk) for pk, v in changed]
         with connection.cursor() as cursor:
@@ -344,6 +333,7 @@ def import_records(
     written: set[tuple[str, str]] | None = None,
     digests: dict[tuple[str, str], str] | None = None,
     fresh: bool | None = None,
+    defer_search: bool = True,
 ) -> ImportResult:
     """Upsert records in batches (the caller owns the transaction).
 
@@ -357,6 +347,9 @@ def import_records(
     (a concurrent import of the same documents fails on the unique key). Besides saving a query,
     it avoids a plan that grows with the import: PostgreSQL's statistics still say the new study
     is empty, so it finds the batch's ids by scanning every document written so far.
+
+    `defer_search` (PostgreSQL): write the documents without their search vectors, which the
+    caller then has the search_index job fill (annotate.documents.services.search_index_queue).
     """
     result = result if result is not None else ImportResult()
     seen = seen if seen is not None else set()
@@ -379,7 +372,8 @@ def import_records(
             seen.add(key)
             batch.append(item)
         if batch:
-            _write_batch(study=study, batch=batch, result=result, written=written, digests=digests, fresh=fresh)
+            _write_batch(study=study, batch=batch, result=result, written=written, digests=digests, fresh=fresh,
+                         defer_search=defer_search)  # fmt: skip
         if progress is not None:
             progress(result)
     return result

@@ -7,14 +7,15 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
+from annotate.documents.services import search_index_queue
 from annotate.imports._issues import github_record
 from annotate.imports._spool import _Batches, _spool_batch, _spool_write, _write_spooled_batch, spool_path_for
 from annotate.imports._threads import _EarlyWriters, _write_in_threads, import_writers
 from annotate.imports.parsed import ImportFileError, Record, Skip, clean_text
 from annotate.imports.parsers import iter_file
-from annotate.imports.records import ImportResult, fewer_collections, import_records, statistics_refresh
+from annotate.imports.records import ImportResult, fewer_collections, import_records
 from annotate.models import Document, Study
 from lib.db.prefetch import prefetched
 
@@ -55,11 +56,17 @@ def import_file(
         raise ImportFileError(
             "another import wrote some of these documents at the same time; run this one again (it is idempotent)"
         ) from exc
-    if not connection.in_atomic_block:  # else the caller's transaction has not committed the rows yet
-        statistics_refresh(result)
+    _imported(study, result)
     if progress is not None:
         progress(result.seen, result.seen)
     return result
+
+
+def _imported(study: Study, result: ImportResult) -> None:
+    """After an import: queue the job that makes the new and updated documents searchable (their vectors were
+    deferred, see annotate.documents.search); after a large import it refreshes the planner's statistics first."""
+    if result.created or result.updated:
+        search_index_queue(study=study)
 
 
 def _spooled(
@@ -159,8 +166,7 @@ def import_file_resumable(
     except IntegrityError as exc:
         raise _concurrent_import_error(exc) from exc
     spool.unlink(missing_ok=True)
-    if not connection.in_atomic_block:
-        statistics_refresh(batches.result)
+    _imported(study, batches.result)
     return batches.result
 
 
@@ -223,8 +229,7 @@ def import_github_repo(
     finally:
         if own_client:
             client.close()
-    if not connection.in_atomic_block:
-        statistics_refresh(result)
+    _imported(study, result)
     if progress is not None:
         progress(result.seen, result.seen)
     return result

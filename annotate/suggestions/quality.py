@@ -22,7 +22,6 @@ from itertools import combinations
 
 import numpy as np
 from django.db.models import Exists, OuterRef
-from sklearn.metrics import cohen_kappa_score
 
 from annotate.coding.labels import final_labels
 from annotate.models import Coding, Study, Suggestion, SuggestionRejection, SuggestionStatus
@@ -106,6 +105,8 @@ def _rate(k: int, n: int) -> float | None:
 
 
 def _kappa(a: list[str], b: list[str]) -> float | None:
+    from sklearn.metrics import cohen_kappa_score  # scikit-learn, pandas and pyarrow: 100 MB the web need not load
+
     if len(a) < 2 or len(set(a) | set(b)) < 2:
         return None
     value = cohen_kappa_score(a, b)

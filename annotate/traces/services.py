@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 
+from annotate.documents.services import search_index_queue
 from annotate.imports.parsed import ImportFileError
 from annotate.imports.records import ImportResult, import_records, record_hash
 from annotate.imports.uploads import upload_store
@@ -112,13 +113,20 @@ def _references_write(study: Study, refs: dict[str, dict]) -> None:
 
 
 def _write(
-    study: Study, batch: list[TraceRecord], result: ImportResult, seen: set, digests: dict | None = None
+    study: Study,
+    batch: list[TraceRecord],
+    result: ImportResult,
+    seen: set,
+    digests: dict | None = None,
+    *,
+    defer_search: bool = True,
 ) -> list[Document]:
     """Upsert one batch of traces: documents through the shared importer, then the steps of every
     trace it inserted or updated (one multi-row insert for the whole batch), then references."""
     written: set[tuple[str, str]] = set()
     records = [tr.record for tr in batch]
-    import_records(study=study, records=records, result=result, seen=seen, written=written, digests=digests)
+    import_records(study=study, records=records, result=result, seen=seen, written=written, digests=digests,
+                   defer_search=defer_search)  # fmt: skip
     unique: dict[str, TraceRecord] = {}
     for tr in batch:
         unique.setdefault(tr.record.external_id, tr)
@@ -196,6 +204,8 @@ def import_traces(
             "another import wrote some of these traces at the same time; run this one again "
             f"(it is idempotent) [{str(exc).splitlines()[0][:200]}]"
         ) from exc
+    if result.created or result.updated:
+        search_index_queue(study=study)  # their vectors were deferred (annotate.documents.search)
     return result
 
 
@@ -222,7 +232,8 @@ def trace_import_value(
     if len(artifacts) > MAX_TRACE_ARTIFACTS:
         raise ValidationError({"artifacts": f"At most {MAX_TRACE_ARTIFACTS} artifacts."})
     result = ImportResult()
-    documents = _write(study, records, result, set())
+    # A trace posted on its own is searchable at once: one vector is no cost worth a follow-up job.
+    documents = _write(study, records, result, set(), defer_search=False)
     if artifacts:
         document = documents[0]
         Artifact.objects.filter(document=document).delete()

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from lib.stats.designs import ClusterDesign, _count, _level
 
@@ -195,6 +194,8 @@ def _percentile(reps: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]
 
 def _bca(reps: np.ndarray, est: np.ndarray, jack: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
     """BCa limits per column: bias from the replicates, acceleration from the jackknife (J x K)."""
+    from scipy.special import ndtr, ndtri  # on first use: 25 MB a web process need not load
+
     B = reps.shape[0]
     below = (reps < est).sum(axis=0) + 0.5 * (reps == est).sum(axis=0)
     z0 = ndtri(np.clip(below / B, 1 / (B + 1), B / (B + 1)))

@@ -7,7 +7,6 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import betaincinv
 
 from lib.stats.bootstrap import BLOCK, _block_rng, n_blocks
 from lib.stats.designs import _codes, _count, _frozen, _level
@@ -145,6 +144,8 @@ def _pair_stats(Wt: np.ndarray, eq: np.ndarray, onehot_a: np.ndarray, onehot_b: 
 
 def one_sided_disagreement(disagreeing: int, units: int, *, level: float = 0.95) -> float:
     """Clopper-Pearson one-sided upper bound on the share of disagreeing units (exact, never 0)."""
+    from scipy.special import betaincinv  # on first use: 25 MB a web process need not load
+
     level = _level(level)
     if units < 1 or not 0 <= disagreeing <= units:
         raise ValueError("disagreeing must be between 0 and units, and units at least 1")

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import betaincinv, ndtri, stdtrit
 
 from lib.stats.bootstrap import (
     BETA_METHODS,
@@ -153,6 +152,8 @@ def svyciprop_sizes(design: ClusterDesign) -> SurveyBeta:
 
 def _beta_limits(a_lo, b_lo, a_hi, b_hi, x, n, alpha):
     """Beta-quantile limits, 0 at x = 0 and 1 at x = n (where the lower / upper tail is empty)."""
+    from scipy.special import betaincinv  # on first use: 25 MB a web process need not load
+
     lo = np.where(x > 0, betaincinv(np.maximum(a_lo, 1e-12), np.maximum(b_lo, 1e-12), alpha / 2), 0.0)
     hi = np.where(x < n, betaincinv(np.maximum(a_hi, 1e-12), np.maximum(b_hi, 1e-12), 1 - alpha / 2), 1.0)
     return lo, hi
@@ -160,6 +161,8 @@ def _beta_limits(a_lo, b_lo, a_hi, b_hi, x, n, alpha):
 
 def exact_binomial_bounds(n: int, *, level: float = 0.95) -> tuple[float, float]:
     """The Clopper-Pearson upper limit for 0 of n, and the lower limit for n of n (two-sided at `level`)."""
+    from scipy.special import betaincinv  # on first use: 25 MB a web process need not load
+
     alpha = 1 - _level(level)
     upper = float(betaincinv(1.0, float(n), 1 - alpha / 2))
     return upper, 1 - upper
@@ -173,6 +176,8 @@ def korn_graubard_limits(p, n_eff, n: int, df, df_upper=None, *, level: float = 
     the exact lower bound: with no records (or no others) there is no
     between-cluster variance to estimate, and the bound is the binomial one.
     """
+    from scipy.special import stdtrit  # on first use: 25 MB a web process need not load
+
     alpha = 1 - _level(level)
     p, n_eff = np.asarray(p, dtype=np.float64), np.asarray(n_eff, dtype=np.float64)
     df = np.asarray(df, dtype=np.float64)
@@ -214,6 +219,8 @@ def analytic_limits(
     if method == "jeffreys_deff":
         return _beta_limits(x + 0.5, n_eff - x + 0.5, x + 0.5, n_eff - x + 0.5, x, n_eff, alpha)
     if method == "wilson_deff":
+        from scipy.special import ndtri  # on first use: 25 MB a web process need not load
+
         z = ndtri(1 - alpha / 2)
         denom = 1 + z * z / n_eff
         centre = (p + z * z / (2 * n_eff)) / denom
@@ -331,6 +338,8 @@ class Proportion:
 
 def wilson(k: int, n: int, *, level: float = 0.95) -> Proportion:
     """The Wilson score interval for k successes in n trials."""
+    from scipy.special import ndtri  # on first use: 25 MB a web process need not load
+
     level = _level(level)
     if n <= 0:
         return Proportion(k, n, None, None, None, False, "no episodes")

@@ -46,6 +46,7 @@ def fill(study) -> None:
 
 
 def test_it_stays_fast_and_flat_at_100000_documents(client, study, alice, django_assert_num_queries):
+    PG = connection.vendor == "postgresql"  # a search also counts the documents still being indexed
     fill(study)
     assert Document.objects.filter(study=study).count() == N == Episode.objects.filter(study=study).count()
     client.force_login(alice)
@@ -58,8 +59,8 @@ def test_it_stays_fast_and_flat_at_100000_documents(client, study, alice, django
         ({"coded": "uncoded", "cluster": "org/repo-7"}, 6),
         ({"after": str(last_id - 500)}, 6),  # deep in the list: a keyset cursor, not an OFFSET
         ({"before": str(last_id - 500), "kind": "github_issue"}, 6),
-        ({"q": "needle"}, 6),  # full-text index: ranked rows and snippets, no count
-        ({"q": "timed out"}, 6),  # a phrase nearly every document holds: only the newest matches are ranked
+        ({"q": "needle"}, 6 + PG),  # full-text index: ranked rows and snippets, no count (+ documents pending)
+        ({"q": "timed out"}, 6 + PG),  # a phrase nearly every document holds: only the newest matches are ranked
     ]
     timings = {}
     for query, queries in cases:

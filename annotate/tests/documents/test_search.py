@@ -126,8 +126,9 @@ def test_the_documents_page_shows_ranked_highlighted_matches(client, corpus, ali
     client.force_login(alice)
     url = reverse("document_list", args=[study.slug])
     client.get(url, {"q": "timeout"})
-    # session, user, membership, ranked page, snippets, episode stats: no count, no OFFSET
-    with django_assert_num_queries(6):
+    # session, user, membership, ranked page, snippets, episode stats: no count, no OFFSET; on PostgreSQL
+    # also how many documents are still being indexed (an import's follow-up job)
+    with django_assert_num_queries(6 + (connection.vendor == "postgresql")):
         html = client.get(url, {"q": "timeout"}).content.decode()
     order = re.findall(r'href="/studies/alpha/documents/(\d+)/"', html)
     assert order[0] == str(docs["t1"].pk) and len(order) == 3

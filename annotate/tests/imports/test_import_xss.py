@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from annotate.documents.services import search_vectors_fill
 from annotate.imports.services import import_file
 from annotate.models import Document
 
@@ -68,6 +69,7 @@ def test_an_imported_issue_body_renders_safely(client, study, alice, tmp_path, p
     }
     (tmp_path / "x.json").write_text(json.dumps([item]))
     import_file(study=study, path=tmp_path / "x.json")
+    search_vectors_fill(study_id=study.pk)  # the import's follow-up job (PostgreSQL), for the search below
     doc = Document.objects.get(study=study)
     client.force_login(alice)
     html = client.get(reverse("document_detail", args=["alpha", doc.pk])).content.decode()
