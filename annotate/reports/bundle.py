@@ -29,7 +29,6 @@ from annotate.exports.datasets import dataset_rows, export_write
 from annotate.models import Study
 from annotate.reports.collect import report_documents
 from annotate.reports.methods import methods_paragraph
-from annotate.reports.plots import STYLE, WIDTH_MM, render, report_figures
 from annotate.reports.render import table_csv, tables_tex
 from annotate.reports.tables import AXIS_TITLES, Table, report_tables
 from taxonomy.services import codebook_export
@@ -128,6 +127,9 @@ def report_render(data: dict, *, provenance: dict, figures: list[dict]) -> Rende
 
 
 def _provenance(study: Study, params: Params, data: dict, export: dict, out: Path) -> dict:
+    # The figures' module loads matplotlib (and Pillow): only the processes that draw a report pay for them.
+    from annotate.reports.plots import STYLE, WIDTH_MM
+
     export_path = out / export["file"]
     digest, rows = labels_sha256(export_path)
     codebook = codebook_export(codebook=study.codebook)
@@ -182,6 +184,8 @@ def report_write(*, study: Study, out: Path, params: Params | None = None, progr
     provenance = _provenance(study, params, data, {"file": export_name, "rows": man["rows"],
                                                    "manifest": f"{export_name}.manifest.json"}, out)  # fmt: skip
     phases.at(78)
+    from annotate.reports.plots import render, report_figures
+
     figures = []
     for name, draw in report_figures(data, AXIS_TITLES).items():
         (out / "figures" / f"{name}.pdf").write_bytes(render(draw(), "pdf"))
