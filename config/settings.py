@@ -311,6 +311,10 @@ EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
     "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.dummy.EmailBackend"
 )
 FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 20000)
+# Studies with more episodes than this are never analysed inside a request: their analysis, agreement and
+# coverage pages show the stored result (marked stale when the data changed) and compute as a job. Smaller
+# studies without a current stored result are computed for the request and not stored (annotate.analysis.results).
+FAULTLINE_ANALYSIS_INLINE_EPISODES = envint("FAULTLINE_ANALYSIS_INLINE_EPISODES", 10000)
 
 # Exports and incident webhooks. Parquet exports above this many rows are built by a job.
 FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = envint("FAULTLINE_EXPORT_PARQUET_SYNC_ROWS", 20000)

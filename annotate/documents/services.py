@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from annotate.models import Document, Episode, Split
-from annotate.studies.services import queue_key_for
+from annotate.studies.services import queue_key_for, study_data_changed
 
 
 def _locate(body: str, start: int, end: int, text: str | None) -> tuple[int, int]:
@@ -58,9 +58,11 @@ def episode_excerpt_create(*, document: Document, start: int, end: int, text: st
     )
     episode.queue_key = queue_key_for(document.study, episode.pk)
     episode.save(update_fields=["queue_key"])
+    study_data_changed(study_id=document.study_id)
     return episode
 
 
+@transaction.atomic
 def episode_split_set(*, episode: Episode, split: str) -> Episode:
     """Put an episode in the primary set or the hold-out set."""
     if split not in Split.values:
@@ -68,6 +70,7 @@ def episode_split_set(*, episode: Episode, split: str) -> Episode:
     if episode.split != split:
         episode.split = split
         episode.save(update_fields=["split"])
+        study_data_changed(study_id=episode.study_id)
     return episode
 
 
@@ -80,3 +83,4 @@ def episode_delete(*, episode: Episode) -> None:
     if not Episode.objects.filter(document_id=locked.document_id).exclude(pk=locked.pk).exists():
         raise ValidationError({"episode": "A document keeps at least one episode."})
     locked.delete()
+    study_data_changed(study_id=locked.study_id)

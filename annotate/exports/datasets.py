@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from simple_history.utils import bulk_create_with_history
 
 from annotate.coding.disagreement import disagreement_refresh
@@ -451,7 +451,7 @@ def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list,
             ep.status = EpisodeStatus.CODED if ep.n_codings >= k else EpisodeStatus.OPEN
     Episode.objects.bulk_update(episodes, ["queue_key", "created_at", "status"], batch_size=1000)
     disagreement_refresh(study_id=study.pk)  # the study is new: all its episodes are these
-    Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule)
+    Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule, data_version=F("data_version") + 1)
     study.label_rule = rule
     for member in coders.users.values():
         Membership.objects.get_or_create(study=study, user=member, defaults={"role": Role.CODER})

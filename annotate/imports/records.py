@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from annotate.imports.parsed import Record, Skip
 from annotate.models import Document, Episode, Study
-from annotate.studies.services import queue_key_for
+from annotate.studies.services import queue_key_for, study_data_changed
 from lib.db.copy import RawWriter, column_by_id_update
 
 log = logging.getLogger(__name__)
@@ -331,6 +331,8 @@ def _write_batch(
                 sql, [(*(f.get_db_prep_save(v[f.attname], connection) for f in fields), pk) for v, pk in values]
             )
         result.updated += len(changed)
+    if new or changed:
+        study_data_changed(study_id=study.pk)
 
 
 def import_records(

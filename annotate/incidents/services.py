@@ -32,7 +32,7 @@ from annotate.models import (
     TriageEvent,
     TriageStatus,
 )
-from annotate.studies.services import queue_key_for
+from annotate.studies.services import queue_key_for, study_data_changed
 from annotate.traces.parsed import TraceArtifact, trace_summary
 from annotate.traces.services import artifacts_link, steps_write, trace_steps_of_value
 
@@ -178,6 +178,7 @@ def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult
         artifacts=list(data.artifacts),
     )
     TriageEvent.objects.create(document=document, actor=user, from_status="", to_status=TriageStatus.NEW)
+    study_data_changed(study_id=study.pk)
     return IncidentResult(document, episode, True, _queue_suggestion(study, user, episode))
 
 

@@ -6,6 +6,7 @@ Import from `annotate.models`; the modules are how the file is read, not an API.
 
 from __future__ import annotations
 
+from annotate.models.analysis import AnalysisResult, ResultKind
 from annotate.models.coding import Adjudication, Coding, CodingExposure, Confidence, ExposureArm, Lease
 from annotate.models.documents import Document, DocumentKind, Episode, EpisodeStatus, Split, TriageEvent, TriageStatus
 from annotate.models.jobs import Job, JobStatus
@@ -16,6 +17,7 @@ from annotate.models.webhooks import WebhookDelivery
 
 __all__ = [
     "Adjudication",
+    "AnalysisResult",
     "ApiToken",
     "Artifact",
     "Coding",
@@ -34,6 +36,7 @@ __all__ = [
     "LocalModel",
     "Membership",
     "QueueOrder",
+    "ResultKind",
     "Role",
     "Split",
     "StepKind",

@@ -20,18 +20,12 @@ from annotate.analysis import figures
 from annotate.analysis.arrays import KINDS, codebook_axes
 from annotate.analysis.bootstrap import over_threshold
 from annotate.analysis.coders import agreement_document
-from annotate.analysis.documents import (
-    KIND_LABELS,
-    analysis_document,
-    cell_episodes,
-    coverage_document,
-    finished_bootstrap,
-)
+from annotate.analysis.documents import KIND_LABELS, analysis_document, cell_episodes, coverage_document
 from annotate.analysis.figures import AXIS_NAMES, confusion_rows
 from annotate.analysis.params import ParameterError, parse_params
+from annotate.analysis.results import agreement_key, analysis_key, coverage_key, result_job_start, result_shown
 from annotate.coding.selectors import codebook_picker
-from annotate.jobs.runner import job_start
-from annotate.models import Episode, Job, Study
+from annotate.models import Episode, Job, ResultKind, Study
 from annotate.views.access import study_view
 from lib import stats
 
@@ -41,20 +35,24 @@ FORMATS = {"svg": "image/svg+xml", "png": "image/png", "csv": "text/csv; charset
 
 
 def _document(request: HttpRequest, study: Study, *, sensitivity: bool = True):
-    """(doc, params, errors, job): the analysis for the query string, or why there is none."""
+    """(doc, params, errors, job, shown): the analysis for the query string, or why there is none.
+
+    Which document is shown, and whether it may be computed in the request, is decided by
+    annotate.analysis.results.result_shown, as on the agreement and coverage pages and in the API."""
     axes = codebook_axes(study)
     raw = {k: request.GET.get(k) for k in PARAMS}
     try:
         params = parse_params(axes, **raw)
     except ParameterError as exc:
-        return None, None, exc.errors, None
+        return None, None, exc.errors, None, None
     job_id = request.GET.get("job", "")
     if job_id.isdigit():
         job = get_object_or_404(Job, pk=int(job_id), study=study, kind="bootstrap")
-        return (job.result if job.status == "success" else None), params, {}, job
-    if over_threshold(params.bootstrap):
-        return finished_bootstrap(study, params), params, {}, None
-    return analysis_document(study, params, sensitivity=sensitivity), params, {}, None
+        return (job.result if job.status == "success" else None), params, {}, job, None
+    shown = result_shown(study, ResultKind.ANALYSIS, analysis_key(params),
+                         lambda: analysis_document(study, params, sensitivity=sensitivity),
+                         inline_ok=not over_threshold(params.bootstrap))  # fmt: skip
+    return shown.doc, params, {}, shown.job, shown
 
 
 def _kinds_with_episodes(study: Study) -> list[tuple[str, str]]:
@@ -76,11 +74,12 @@ def _query(request: HttpRequest, **changes) -> str:
 @require_GET
 @study_view("read", report=True)
 def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
-    doc, params, errors, job = _document(request, study)
+    doc, params, errors, job, shown = _document(request, study)
     big = params is not None and over_threshold(params.bootstrap)
     context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
                "params": params, "query": _query(request), "kinds": _kinds_with_episodes(study),
-               "axes": codebook_axes(study), "big": big, "methods": METHODS,
+               "axes": codebook_axes(study), "big": big, "methods": METHODS, "shown": shown,
+               "run_url": reverse("analysis_run", args=[study.slug]),
                "default_method": stats.DEFAULT_CELL_METHOD}  # fmt: skip
     if doc is not None:
         context.update(_panels(request, study, doc))
@@ -131,7 +130,7 @@ def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> 
     """`name` is a kind, `difference` (the contrast), or `analysis` (the whole document, JSON only)."""
     if fmt not in FORMATS or name not in (*KINDS, "difference", "analysis"):
         raise Http404("No such figure")
-    doc, _, errors, _ = _document(request, study, sensitivity=name == "analysis")
+    doc, _, errors, _, _ = _document(request, study, sensitivity=name == "analysis")
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     if doc is None:
@@ -173,8 +172,10 @@ def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
     job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca,
                   "interval": params.interval}  # fmt: skip
     job_params.update({k: request.POST[k] for k in ("cell", "contrast") if request.POST.get(k)})
-    job = job_start(kind="bootstrap", study=study, user=request.user, params=job_params)
-    query = urlencode({**job_params, "bca": "1" if params.bca else "", "job": job.pk})
+    job = result_job_start(study=study, kind=ResultKind.ANALYSIS, key=analysis_key(params), params=job_params,
+                           user=request.user)  # fmt: skip
+    query = urlencode({**{k: v for k, v in job_params.items() if k != "result_key"}, "bca": "1" if params.bca else "",
+                       "job": job.pk})  # fmt: skip
     return redirect(reverse("analysis_page", args=[study.slug]) + f"?{query}")
 
 
@@ -188,7 +189,21 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
         bootstrap, seed = -1, -1
     if not (100 <= bootstrap <= 20000 and 0 <= seed < 2**32):
         return render(request, "annotate/agreement.html", {"study": study, "error": True}, status=400)
-    doc = agreement_document(study, bootstrap=bootstrap, seed=seed)
+    shown = result_shown(study, ResultKind.AGREEMENT, agreement_key(bootstrap=bootstrap, seed=seed),
+                         lambda: agreement_document(study, bootstrap=bootstrap, seed=seed))  # fmt: skip
+    doc = shown.doc
+    run = {
+        "study": study,
+        "membership": request.membership,
+        "shown": shown,
+        "job": shown.job,
+        "run_url": reverse("agreement_run", args=[study.slug]),
+        "run_params": {"bootstrap": bootstrap, "seed": seed},
+    }
+    if doc is None:
+        if request.GET.get("format") == "json":
+            raise Http404("Not computed yet: start the computation on the agreement page")
+        return render(request, "annotate/agreement.html", {**run, "doc": None})
     if request.GET.get("format") == "json":
         return _download(study, "agreement", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
     axis = request.GET.get("axis") or "failure_type"
@@ -203,8 +218,7 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
         matrix = category_pairs.get((pair["a"], pair["b"]), pair) if by_category else pair
         pair["rows"], pair["columns"] = confusion_rows(matrix["confusion"], picker, category=drill)
     context = {
-        "study": study, "membership": request.membership, "doc": doc, "chosen": chosen,
-        "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
+        **run, "doc": doc, "chosen": chosen, "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
         "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""),
     }  # fmt: skip
     return render(request, "annotate/agreement.html", context)
@@ -213,10 +227,42 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
 @require_GET
 @study_view("read", report=True)
 def coverage_page(request: HttpRequest, study: Study) -> HttpResponse:
-    doc = coverage_document(study)
+    shown = result_shown(study, ResultKind.COVERAGE, coverage_key(), lambda: coverage_document(study))
     if request.GET.get("format") == "json":
-        return _download(study, "coverage", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
-    return render(request, "annotate/coverage.html", {"study": study, "membership": request.membership, "doc": doc})
+        if shown.doc is None:
+            raise Http404("Not computed yet: start the computation on the coverage page")
+        return _download(study, "coverage", json.dumps(shown.doc, indent=2, sort_keys=True, ensure_ascii=False))
+    context = {"study": study, "membership": request.membership, "doc": shown.doc, "shown": shown, "job": shown.job,
+               "run_url": reverse("coverage_run", args=[study.slug]), "run_params": {}}  # fmt: skip
+    return render(request, "annotate/coverage.html", context)
+
+
+@require_POST
+@study_view("write", report=True)
+def agreement_run(request: HttpRequest, study: Study) -> HttpResponse:
+    """Compute and store the agreement as a job (coders and owners), then show its progress on the page."""
+    try:
+        bootstrap, seed = int(request.POST.get("bootstrap") or 1000), int(request.POST.get("seed") or 0)
+    except ValueError:
+        bootstrap, seed = -1, -1
+    if not (100 <= bootstrap <= 20000 and 0 <= seed < 2**32):
+        messages.error(
+            request, "Not started: bootstrap must be between 100 and 20,000 and seed between 0 and 2^32 - 1."
+        )
+        return redirect(reverse("agreement_page", args=[study.slug]))
+    result_job_start(study=study, kind=ResultKind.AGREEMENT, key=agreement_key(bootstrap=bootstrap, seed=seed),
+                     params={"bootstrap": bootstrap, "seed": seed}, user=request.user)  # fmt: skip
+    return redirect(
+        reverse("agreement_page", args=[study.slug]) + "?" + urlencode({"bootstrap": bootstrap, "seed": seed})
+    )
+
+
+@require_POST
+@study_view("write", report=True)
+def coverage_run(request: HttpRequest, study: Study) -> HttpResponse:
+    """Compute and store the hold-out coverage as a job (coders and owners)."""
+    result_job_start(study=study, kind=ResultKind.COVERAGE, key=coverage_key(), params={}, user=request.user)
+    return redirect(reverse("coverage_page", args=[study.slug]))
 
 
 def _download(study: Study, name: str, content: str) -> HttpResponse:
