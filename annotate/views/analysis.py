@@ -11,6 +11,7 @@ import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -25,7 +26,7 @@ from annotate.analysis.figures import AXIS_NAMES, confusion_rows
 from annotate.analysis.params import ParameterError, parse_params
 from annotate.analysis.results import agreement_key, analysis_key, coverage_key, result_job_start, result_shown
 from annotate.coding.selectors import codebook_picker
-from annotate.models import Episode, Job, ResultKind, Study
+from annotate.models import Document, Job, ResultKind, Study
 from annotate.views.access import study_view
 from lib import stats
 
@@ -56,9 +57,13 @@ def _document(request: HttpRequest, study: Study, *, sensitivity: bool = True):
 
 
 def _kinds_with_episodes(study: Study) -> list[tuple[str, str]]:
-    """The contrast selector offers only the document kinds this study has episodes of."""
-    present = set(Episode.objects.filter(study=study).values_list("document__kind", flat=True).distinct())
-    return [(k, KIND_LABELS[k]) for k in KINDS if k in present]
+    """The contrast selector offers only the document kinds this study has episodes of (every document keeps
+    one). One query, an EXISTS per kind on the (study, kind, cluster) index: a DISTINCT over the episodes
+    joined to their documents read every row, 0.5 s and more at a million episodes."""
+    found = Study.objects.filter(pk=study.pk).values(
+        **{k: Exists(Document.objects.filter(study_id=OuterRef("pk"), kind=k)) for k in KINDS}
+    )[0]
+    return [(k, KIND_LABELS[k]) for k in KINDS if found[k]]
 
 
 def _query(request: HttpRequest, **changes) -> str:
