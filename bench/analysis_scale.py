@@ -71,6 +71,17 @@ def _views(client, url: str, requests: int, expect: str) -> dict:
             "cpu_median_ms": round(statistics.median(cpu), 1)}  # fmt: skip
 
 
+def _slowest(client, url: str, top: int = 3) -> list:
+    """The request's slowest queries (seconds, SQL head): where a page's wall time goes beyond its CPU."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        client.get(url)
+    ranked = sorted(ctx.captured_queries, key=lambda q: -float(q["time"]))[:top]
+    return [[float(q["time"]), q["sql"][:160]] for q in ranked] + [["queries", len(ctx.captured_queries)]]
+
+
 def analysis_steps(args, work, n: int, big, users, log, write_issues, run_import, code_episodes) -> tuple:
     """The figures and targets of `--only analysis`."""
     from django.test import Client
@@ -113,8 +124,9 @@ def analysis_steps(args, work, n: int, big, users, log, write_issues, run_import
     requests = 20 if args.quick else 30
     url = f"/studies/{big.slug}/analysis/?bootstrap={B}&seed={SEED}"
     page = _views(client, url, requests, "Stored result")
+    page["slowest_queries"] = _slowest(client, url)
     log(f"analysis page from the stored result: median {page['median_ms']} ms (CPU {page['cpu_median_ms']} ms), "
-        f"p95 {page['p95_ms']} ms")  # fmt: skip
+        f"p95 {page['p95_ms']} ms; slowest queries {page['slowest_queries']}")  # fmt: skip
 
     cov_s, _ = _job(big, "coverage", {"result_key": coverage_key()})
     cov_page = _views(client, f"/studies/{big.slug}/coverage/", requests, "Stored result")

@@ -88,7 +88,18 @@ PINNED_TASKS = {
 }
 
 
-JOB_KINDS = {"recount", "suggest", "retrain", "audit", "import", "import_traces", "export_parquet", "bootstrap"}
+JOB_KINDS = {
+    "recount",
+    "suggest",
+    "retrain",
+    "audit",
+    "import",
+    "import_traces",
+    "export_parquet",
+    "bootstrap",
+    "agreement",
+    "coverage",
+}
 
 
 def test_it_registers_every_task_under_its_pinned_name():

@@ -5,6 +5,7 @@ annotate.coding.labels (final_label_values), the one label rule, shared with exp
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -44,9 +45,29 @@ class Axes:
         return getattr(self, axis)[i][0]
 
 
+_axes_cache: dict[tuple, Axes] = {}
+_axes_lock = threading.Lock()
+
+
 def codebook_axes(study: Study) -> Axes:
-    """The study codebook's axis values, categories and types (three queries)."""
+    """The study codebook's axis values, categories and types (three queries; none for a published codebook
+    read before by this process: published codebooks never change, as codebook_picker relies on too)."""
     cb = study.codebook
+    key = (cb.pk, cb.published_at) if cb.is_published else None
+    with _axes_lock:
+        cached = _axes_cache.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    axes = _axes_build(cb)
+    if key is not None:
+        with _axes_lock:
+            if len(_axes_cache) >= 16:
+                _axes_cache.pop(next(iter(_axes_cache)))
+            _axes_cache[key] = axes
+    return axes
+
+
+def _axes_build(cb) -> Axes:
     values: dict[str, list[AxisValue]] = {a: [] for a in Axis.values}
     for v in AxisValue.objects.filter(codebook=cb).order_by("axis", "order", "id"):
         values[v.axis].append(v)
