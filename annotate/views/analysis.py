@@ -137,7 +137,7 @@ def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> 
     """`name` is a kind, `difference` (the contrast), or `analysis` (the whole document, JSON only)."""
     if fmt not in FORMATS or name not in (*KINDS, "difference", "analysis"):
         raise Http404("No such figure")
-    doc, _, errors, _, _ = _document(request, study, sensitivity=name == "analysis")
+    doc, _, errors, _, shown = _document(request, study, sensitivity=name == "analysis")
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     if doc is None:
@@ -156,6 +156,8 @@ def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> 
         content = figures.render(fig, fmt)
     response = HttpResponse(content, content_type=FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    if shown is not None:  # as the API says it: current, live (computed for this download) or stale
+        response["X-Faultline-Result"] = shown.state
     return response
 
 

@@ -132,6 +132,8 @@ def test_a_coding_after_an_analysis_marks_it_stale_and_the_recomputed_result_equ
     coding_save(episode=uncoded_episode(paper), coder=bob, values=values(codes), version=None)
     page = client.get("/studies/alpha/analysis/", QUERY).content.decode()
     assert "Stale" in page and ">Recompute</button>" in page and 'class="heatmap diff"' in page
+    download = client.get("/studies/alpha/analysis/analysis.json", QUERY)
+    assert download["X-Faultline-Result"] == "stale" and json.loads(download.content) == before
     assert AnalysisResult.objects.get(pk=stored.pk).document == before  # shown as it was, not recomputed
 
     job = run_started_job(client, "/studies/alpha/analysis/run/", QUERY, django_capture_on_commit_callbacks)
