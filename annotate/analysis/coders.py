@@ -81,7 +81,8 @@ def coder_arrays(study: Study, axes: Axes | None = None) -> CoderArrays:
     # Number whole labels by their codes, and order episodes by what the coders gave them, so the
     # result (intervals included) does not depend on ids or insertion order.
     keys = sorted(combos)
-    remap = np.array([keys.index(k) for k in combos] + [-1], dtype=np.int64)
+    rank = {k: i for i, k in enumerate(keys)}  # keys.index per label was quadratic in the distinct labels
+    remap = np.array([rank[k] for k in combos] + [-1], dtype=np.int64)
     codes["overall"] = remap[codes["overall"]]
     cats["overall"] = tuple(
         "/".join(cats[a][v] for a, v in zip(("failure_type", "source", "stage", "capability"), key, strict=True))
