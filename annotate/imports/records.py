@@ -331,8 +331,6 @@ def _write_batch(
                 sql, [(*(f.get_db_prep_save(v[f.attname], connection) for f in fields), pk) for v, pk in values]
             )
         result.updated += len(changed)
-    if new or changed:
-        study_data_changed(study_id=study.pk)
 
 
 def import_records(
@@ -361,6 +359,7 @@ def import_records(
     is empty, so it finds the batch's ids by scanning every document written so far.
     """
     result = result if result is not None else ImportResult()
+    created, updated = result.created, result.updated
     seen = seen if seen is not None else set()
     if fresh is None:
         fresh = not Document.objects.filter(study=study).exists()
@@ -384,4 +383,8 @@ def import_records(
             _write_batch(study=study, batch=batch, result=result, written=written, digests=digests, fresh=fresh)
         if progress is not None:
             progress(result)
+    if result.created > created or result.updated > updated:
+        # Once, last: the UPDATE holds the study's row until the caller commits, and parallel import writers
+        # (one transaction each) would otherwise queue behind each other's whole batches.
+        study_data_changed(study_id=study.pk)
     return result
