@@ -344,8 +344,13 @@ def import_records(
     written: set[tuple[str, str]] | None = None,
     digests: dict[tuple[str, str], str] | None = None,
     fresh: bool | None = None,
+    data_changed: bool = True,
 ) -> ImportResult:
     """Upsert records in batches (the caller owns the transaction).
+
+    `data_changed`: bump the study's data version at the end when anything was written. Writers that keep a
+    transaction open across several calls pass False and bump it themselves just before they commit
+    (batches_data_changed): the bump holds the study's row until the commit.
 
     A record whose (kind, external_id) already appeared in this import is skipped
     as a duplicate, so a file that repeats an issue cannot flip it back and forth.
@@ -383,8 +388,13 @@ def import_records(
             _write_batch(study=study, batch=batch, result=result, written=written, digests=digests, fresh=fresh)
         if progress is not None:
             progress(result)
-    if result.created > created or result.updated > updated:
-        # Once, last: the UPDATE holds the study's row until the caller commits, and parallel import writers
-        # (one transaction each) would otherwise queue behind each other's whole batches.
-        study_data_changed(study_id=study.pk)
+    if data_changed and (result.created > created or result.updated > updated):
+        study_data_changed(study_id=study.pk)  # once, last: it holds the study's row until the caller commits
     return result
+
+
+def batches_data_changed(*, study: Study, results: list[ImportResult]) -> None:
+    """For writers that commit several import_records calls at once: bump the data version right before the
+    commit, under the writers' shared lock, so parallel writers never wait on each other's open transactions."""
+    if any(r.created or r.updated for r in results):
+        study_data_changed(study_id=study.pk)
