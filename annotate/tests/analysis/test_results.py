@@ -111,6 +111,18 @@ def test_it_bumps_the_data_version_with_an_import(paper):
     assert version(paper) == before + 2
 
 
+def test_a_resumable_import_bumps_the_data_version_with_each_committed_batch(paper, tmp_path):
+    from annotate.imports.services import import_file_resumable
+
+    issues = [{"html_url": f"https://github.com/acme/agent/issues/{i}", "number": i, "title": f"Tool call {i} fails",
+               "body": "The search tool timed out.", "state": "open", "labels": []} for i in range(25)]  # fmt: skip
+    path = tmp_path / "issues.json"
+    path.write_text(json.dumps(issues))
+    before, states = version(paper), []
+    import_file_resumable(study=paper, path=path, writers=1, on_batch=states.append)
+    assert states and version(paper) - before == len(states)
+
+
 # ---------------------------------------------------------------------------
 # Stale results and recomputation
 
