@@ -315,6 +315,12 @@ def test_a_chunked_bootstrap_is_byte_identical_in_1_or_16_chunks_and_counts_thei
     assert one.result["run"]["replicates_sha256"] == sixteen.result["run"]["replicates_sha256"]
     assert stable(one.result) == stable(sixteen.result)
     assert (sixteen.done, sixteen.total) == (2560, 2560)
+    # The chord's last step stores the document too, at the data version read before the labels (issue 31).
+    from annotate.models import AnalysisResult, Study
+
+    stored = AnalysisResult.objects.get(study=study, kind="analysis", job=sixteen)
+    assert stored.document == sixteen.result
+    assert stored.data_version == sixteen.params["data_version"] == Study.objects.get(pk=study.pk).data_version
     other_seed = _job(study, bootstrap=2560, seed=5, chunks=16)
     assert other_seed.result["run"]["replicates_sha256"] != sixteen.result["run"]["replicates_sha256"]
 
