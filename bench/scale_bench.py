@@ -33,6 +33,9 @@ Steps, each printed as it finishes:
    CPU per save (the coding page's and the API's), p50 and p95; and an import
    of 100,000 issues (20,000) through `POST /api/v1/studies/{slug}/import/`.
 
+`--only analysis` measures the analysis of the big study instead: a fresh job and views of its stored
+result (bench/analysis_scale.py, issue 31).
+
 Targets (full size): import >= 10,000 issues/s with peak RSS < 500 MB; pages
 median <= 30 ms, p95 <= 80 ms, same queries as the small study; export >=
 30,000 rows/s, memory within 100 MB of the small export; 2 workers >= 1.6x
@@ -634,7 +637,9 @@ def main() -> None:
     parser.add_argument("--http", action="store_true", help="also measure through gunicorn with fresh connections")
     parser.add_argument("--episodes", type=int, help="episodes in the big study")
     parser.add_argument("--http-only", action="store_true", help="only the --http measurements (steps 6)")
-    parser.add_argument("--only", choices=["bootstrap"], help="only step 5, on the n/5 episodes it codes")
+    parser.add_argument("--only", choices=["bootstrap", "analysis"],
+                        help="bootstrap: only step 5, on the n/5 episodes it codes; analysis: the stored and fresh "
+                             "analysis of the big study (bench/analysis_scale.py)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="run the bootstrap step this many times (with --only)")
     parser.add_argument("--chunks", type=int, default=16, help="chunks per bootstrap job (default 16)")
     parser.add_argument("--body-bytes", type=int, help="every issue body this many bytes (default: real sizes)")
@@ -695,6 +700,10 @@ def run(args, work: Path) -> None:
     targets: dict[str, bool] = {}
     if args.only == "bootstrap":
         summary, targets = bootstrap_only(args, work, n, B, big, users, env, broker)
+    elif args.only == "analysis":
+        from bench.analysis_scale import analysis_steps
+
+        summary, targets = analysis_steps(args, work, n, big, users, log, write_issues, run_import, code_episodes)
     elif not args.http_only:
         summary, targets = scale_steps(args, work, n, small_n, B, big, small, users, token, env, broker)
     if args.http or args.http_only:

@@ -328,6 +328,10 @@ EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
 FAULTLINE_PASSWORD_RESET_RATE_EMAIL = os.environ.get("FAULTLINE_PASSWORD_RESET_RATE_EMAIL", "5/hour")
 FAULTLINE_PASSWORD_RESET_RATE_IP = os.environ.get("FAULTLINE_PASSWORD_RESET_RATE_IP", "20/hour")
 FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = envint("FAULTLINE_BOOTSTRAP_JOB_THRESHOLD", 20000)
+# Studies with more episodes than this are never analysed inside a request: their analysis, agreement and
+# coverage pages show the stored result (marked stale when the data changed) and compute as a job. Smaller
+# studies without a current stored result are computed for the request and not stored (annotate.analysis.results).
+FAULTLINE_ANALYSIS_INLINE_EPISODES = envint("FAULTLINE_ANALYSIS_INLINE_EPISODES", 5000)
 
 # Exports and incident webhooks. Parquet exports above this many rows are built by a job.
 FAULTLINE_EXPORT_PARQUET_SYNC_ROWS = envint("FAULTLINE_EXPORT_PARQUET_SYNC_ROWS", 20000)

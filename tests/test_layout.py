@@ -90,7 +90,7 @@ PINNED_TASKS = {
 
 JOB_KINDS = {
     "recount", "suggest", "retrain", "audit", "import", "import_traces", "export_parquet", "bootstrap", "report",
-    "codebook_migration", "search_index",
+    "codebook_migration", "search_index", "agreement", "coverage",
 }  # fmt: skip
 
 

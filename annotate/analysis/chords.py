@@ -57,9 +57,10 @@ from annotate.analysis.bootstrap import (
 )
 from annotate.analysis.documents import analysis_document
 from annotate.analysis.params import MAX_B, parse_params
+from annotate.analysis.results import analysis_key, data_version_now, result_store
 from annotate.jobs.registry import task_named
 from annotate.jobs.runner import DEFERRED, job_deferred_heartbeat
-from annotate.models import Job, JobStatus, Study
+from annotate.models import Job, JobStatus, ResultKind, Study
 from lib import stats
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,8 @@ def bootstrap_combine(parts: list[dict], job_id: int, labels: str, timings: dict
             "chunks": [part.get("timings", {}) for part in parts],
             "combine": t,
         }
+        if "data_version" in job.params:
+            _store(job, p, doc, job.params["data_version"], _job_seconds(job))
     except Exception as exc:  # the job records the failure; the worker stays up
         log.exception("bootstrap job %s failed while combining its chunks", job_id)
         _job_fail(job_id, str(exc))
@@ -119,6 +122,17 @@ def bootstrap_combine(parts: list[dict], job_id: int, labels: str, timings: dict
     Job.objects.filter(pk=job_id).exclude(status=JobStatus.SUCCESS).update(
         status=JobStatus.SUCCESS, result=doc, done=F("total"), finished_at=timezone.now()
     )
+
+
+def _store(job: Job, p, doc: dict, version: int, seconds: float) -> None:
+    """Keep the document as the study's analysis for these parameters, at the data version read first."""
+    result_store(study_id=job.study_id, kind=ResultKind.ANALYSIS, key=analysis_key(p), document=doc,
+                 data_version=version, seconds=seconds, job=job)  # fmt: skip
+
+
+def _job_seconds(job: Job) -> float:
+    """Wall seconds since the job started (a chord's steps run in several processes)."""
+    return (timezone.now() - job.started_at).total_seconds() if job.started_at else 0.0
 
 
 def bootstrap_failed(job_id: int) -> None:
@@ -207,14 +221,19 @@ def bootstrap_run(*, job, progress):
     p = parse_params(axes, **{k: job.params.get(k) for k in PARAM_KEYS}, max_bootstrap=MAX_B)
     ranges = chunk_ranges(stats.n_blocks(p.bootstrap), _chunks_wanted(job))
     if len(ranges) == 1:
+        version = data_version_now(study.pk)  # before the labels: a change after it leaves the result stale
         labels = label_arrays(study, axes)
         reps = compute_replicates(designs(labels, axes), p, progress=progress)
         doc = analysis_document(study, p, axes=axes, labels=labels, replicates=reps)
         doc["run"] = _run_info(job, study, 1, reps)
+        _store(job, p, doc, version, time.perf_counter() - wall)
         return doc
     if job.params.get("chord_id"):
         # A redelivered job whose chord is already out: the chord finishes it.
         return DEFERRED
+    # The version is recorded before any part of the labels is read (the chord reads them later).
+    job.params = {**job.params, "data_version": data_version_now(study.pk)}
+    Job.objects.filter(pk=job.pk).update(params=job.params)
     # Reading a large study's labels costs more than its replicates: the workers read them in
     # parts of episode ids, as many as there are chunks.
     header = [task_named(LABELS).si(job.pk, lo, hi).set(**_route()) for lo, hi in label_id_ranges(study, len(ranges))]

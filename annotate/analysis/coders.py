@@ -91,7 +91,8 @@ def coder_arrays(study: Study, axes: Axes | None = None, rows: list[tuple] | Non
     # sorted across coders first: the order of the coders' columns follows their user ids, which a study
     # loaded from its export (import_dataset, `reproduce`) does not keep; ties keep episode id order.
     keys = sorted(combos)
-    remap = np.array([keys.index(k) for k in combos] + [-1], dtype=np.int64)
+    rank = {k: i for i, k in enumerate(keys)}  # keys.index per label was quadratic in the distinct labels
+    remap = np.array([rank[k] for k in combos] + [-1], dtype=np.int64)
     codes["overall"] = remap[codes["overall"]]
     cats["overall"] = tuple(
         "/".join(cats[a][v] for a, v in zip(("failure_type", "source", "stage", "capability"), key, strict=True))

@@ -391,34 +391,3 @@ def coverage_document(study: Study, *, level: float = LEVEL, labels: LabelArrays
         "new_type_episodes": new_episodes,
         "generated_at": timezone.now().isoformat(),
     }
-
-
-def finished_bootstrap(study: Study, params: Params) -> dict | None:
-    """The document of a finished "bootstrap" job with these parameters on the study's current labels, if any."""
-    from annotate.models import Job, JobStatus
-
-    axes = codebook_axes(study)
-    fingerprint = label_arrays(study, axes).fingerprint
-    jobs = Job.objects.filter(study=study, kind="bootstrap", status=JobStatus.SUCCESS).order_by("-finished_at")[:50]
-    for job in jobs:
-        doc = job.result or {}
-        got, c = doc.get("parameters", {}), doc.get("contrast", {})
-        same = (
-            doc.get("data", {}).get("fingerprint") == fingerprint
-            # Label indices can be equal under two codebook versions (a rename): never reuse across a migration.
-            and got.get("codebook") == axes.codebook
-            and got.get("bootstrap") == params.bootstrap
-            and got.get("seed") == params.seed
-            and got.get("interval") == params.interval
-            and got.get("cap") == params.cap
-            and (c.get("a"), c.get("b")) == params.contrast
-            and (
-                params.cell is None
-                or c.get("cell")
-                == {"stage": axes.stages[params.cell[0]][0], "capability": axes.capabilities[params.cell[1]][0]}
-            )
-            and (params.cell is not None or c.get("cell_chosen") == "largest_difference")
-        )
-        if same:
-            return doc
-    return None

@@ -9,6 +9,7 @@ the only signal: cells carry their numbers, and significant differences a symbol
 from __future__ import annotations
 
 import csv
+import functools
 import io
 
 import numpy as np
@@ -36,17 +37,24 @@ def _text_colour(rgba) -> str:
     return "#000000" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "#ffffff"
 
 
+@functools.cache
+def _colormap(name: str):
+    """The named colormap, built once: `colormaps[name]` hands out a fresh copy that builds its lookup table
+    again on first use, which cost a page of heatmaps 80 ms (one per cell)."""
+    return _mpl()[1][name]
+
+
 def cell_style(value: float | None, vmax: float, diverging: bool = False) -> dict:
     """Background and text colours for one HTML heatmap cell."""
     if value is None:
         return {"bg": "#ffffff", "fg": "#1d2330"}
-    _, colormaps, to_hex = _mpl()
+    to_hex = _mpl()[2]
     if diverging:
         x = 0.5 + (value / (2 * vmax) if vmax else 0)
-        rgba = colormaps[DIVERGING](min(max(x, 0), 1))
+        rgba = _colormap(DIVERGING)(min(max(x, 0), 1))
     else:
         x = value / vmax if vmax else 0
-        rgba = colormaps[SEQUENTIAL](0.04 + 0.96 * min(max(x, 0), 1)) if value > 0 else (0.97, 0.97, 0.98, 1)
+        rgba = _colormap(SEQUENTIAL)(0.04 + 0.96 * min(max(x, 0), 1)) if value > 0 else (0.97, 0.97, 0.98, 1)
     return {"bg": to_hex(rgba), "fg": _text_colour(rgba)}
 
 

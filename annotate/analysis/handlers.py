@@ -17,3 +17,19 @@ def job_bootstrap(*, job, progress):
     from annotate.analysis.chords import bootstrap_run
 
     return bootstrap_run(job=job, progress=progress)
+
+
+@job_handler("agreement")
+def job_agreement(*, job, progress):
+    """Handler for Job kind "agreement": params bootstrap, seed and result_key; stores the agreement document."""
+    from annotate.analysis.results import agreement_job
+
+    return agreement_job(job=job, progress=progress)
+
+
+@job_handler("coverage")
+def job_coverage(*, job, progress):
+    """Handler for Job kind "coverage": params result_key; stores the hold-out coverage document."""
+    from annotate.analysis.results import coverage_job
+
+    return coverage_job(job=job, progress=progress)

@@ -10,6 +10,7 @@ from django.db import transaction
 from annotate.coding.disagreement import disagreement_mask
 from annotate.coding.services import CodingValues, attribution_validate, coding_values_validate
 from annotate.models import Adjudication, Coding, Episode, EpisodeStatus
+from annotate.studies.services import study_data_changed
 from taxonomy.models import AxisValue, FailureType
 
 
@@ -87,6 +88,7 @@ def adjudication_save(*, episode: Episode, adjudicator, values: AdjudicationValu
     # adjudication list's two states (to do, adjudicated) always read a current one.
     Episode.objects.filter(pk=locked.pk).update(status=EpisodeStatus.ADJUDICATED, disagreement=disagreement_mask())
     episode.status = EpisodeStatus.ADJUDICATED
+    study_data_changed(study_id=locked.study_id)
     return adjudication
 
 
@@ -99,3 +101,4 @@ def adjudication_delete(*, adjudication: Adjudication, user) -> None:
     k = episode.study.coders_per_episode
     status = EpisodeStatus.CODED if episode.n_codings >= k else EpisodeStatus.OPEN
     Episode.objects.filter(pk=episode.pk).update(status=status, disagreement=disagreement_mask())
+    study_data_changed(study_id=episode.study_id)

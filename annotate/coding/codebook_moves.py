@@ -41,6 +41,7 @@ from annotate.models import (
     Study,
 )
 from annotate.studies.access import check_level
+from annotate.studies.services import study_data_changed
 from taxonomy.models import AxisValue, Codebook, FailureType
 
 BATCH = 1000
@@ -241,6 +242,7 @@ def codings_migrate(
     study.codebook = to_codebook
     study.recoding = study.recoding or counts["requeued"] > 0
     study.save(update_fields=["codebook", "recoding"])
+    study_data_changed(study_id=study.pk)  # the labels are under another codebook: stored analyses are stale
     disagreement_refresh(study_id=study.pk)
     migration.counts = {"codings": sum(v for k, v in counts.items() if not k.startswith("adj")), **counts}
     migration.save(update_fields=["counts"])
@@ -350,6 +352,7 @@ def codebook_migration_revert(*, migration: CodebookMigration, user, progress: P
     queued = Coding.objects.filter(episode__study=study, recode_from__isnull=False)
     study.recoding = queued.exclude(episode__status=EpisodeStatus.ADJUDICATED).exists()
     study.save(update_fields=["codebook", "recoding"])
+    study_data_changed(study_id=study.pk)
     disagreement_refresh(study_id=study.pk)
     migration.reverted_at, migration.reverted_by = now, user
     migration.save(update_fields=["reverted_at", "reverted_by"])

@@ -16,6 +16,7 @@ from annotate.coding.disagreement import disagreement_mask, disagreement_refresh
 from annotate.coding.evidence import evidence_locate
 from annotate.models import Coding, Confidence, Episode, EpisodeStatus, Lease, Study
 from annotate.studies.selectors import count_per_outer_row
+from annotate.studies.services import study_data_changed
 from taxonomy.models import Axis, AxisValue, FailureType
 
 
@@ -413,6 +414,7 @@ def coding_write(
         except IntegrityError as exc:  # a writer that skipped the lock; the transaction is lost, not the data
             raise CodingConflict(None) from exc
         _refresh_episode_counts(episode.pk, study.coders_per_episode, locked=True)
+        study_data_changed(study_id=study.pk)
         return coding
     if version != current.version:
         raise CodingConflict(current)
@@ -436,6 +438,7 @@ def coding_write(
     current.save()
     if set(changed) & DISAGREEMENT_FIELDS:
         _episode_update("disagreement", episode.pk)
+    study_data_changed(study_id=study.pk)
     return current
 
 
@@ -444,8 +447,10 @@ def coding_delete(*, coding: Coding, user) -> None:
     """Delete a coding; its history keeps the deleted values."""
     episode_id, k = coding.episode_id, coding.episode.study.coders_per_episode
     coding._history_user = user
+    study_id = coding.episode.study_id
     coding.delete()
     _refresh_episode_counts(episode_id, k)
+    study_data_changed(study_id=study_id)
 
 
 @transaction.atomic

@@ -16,7 +16,7 @@ from django.db.models import Max
 
 from annotate.documents.search import VECTOR_SQL, search_pending
 from annotate.models import Document, Episode, Job, JobStatus, Split, Study
-from annotate.studies.services import queue_key_for
+from annotate.studies.services import queue_key_for, study_data_changed
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,11 @@ def episode_excerpt_create(*, document: Document, start: int, end: int, text: st
     )
     episode.queue_key = queue_key_for(document.study, episode.pk)
     episode.save(update_fields=["queue_key"])
+    study_data_changed(study_id=document.study_id)
     return episode
 
 
+@transaction.atomic
 def episode_split_set(*, episode: Episode, split: str) -> Episode:
     """Put an episode in the primary set or the hold-out set."""
     if split not in Split.values:
@@ -75,6 +77,7 @@ def episode_split_set(*, episode: Episode, split: str) -> Episode:
     if episode.split != split:
         episode.split = split
         episode.save(update_fields=["split"])
+        study_data_changed(study_id=episode.study_id)
     return episode
 
 
@@ -87,6 +90,7 @@ def episode_delete(*, episode: Episode) -> None:
     if not Episode.objects.filter(document_id=locked.document_id).exclude(pk=locked.pk).exists():
         raise ValidationError({"episode": "A document keeps at least one episode."})
     locked.delete()
+    study_data_changed(study_id=locked.study_id)
 
 
 # The job kind of the follow-up that makes an import's documents searchable (stored in Job.kind: never rename).

@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from simple_history.utils import bulk_create_with_history
 
 from annotate.coding.disagreement import disagreement_refresh
@@ -135,7 +135,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
         reader = csv.reader(fh)
         header = next(reader, None)
         wanted = [c for c in exports.BASE_COLUMNS if c not in exports.ASSIGNED_BY_DATABASE]
-        missing = [c for c in wanted if c not in (header or [])]
+        missing = [c for c in wanted if c not in (header or []) and c not in exports.ADJUDICATION_CODES]
         if missing:
             raise ValidationError({"file": f"not a Faultline CSV export: missing columns {', '.join(missing[:5])}"})
         slots = sum(1 for c in header if c.startswith("coder") and "_" not in c)
@@ -145,7 +145,7 @@ def _rows_csv(path: Path) -> Iterator[dict]:
             raw = dict(zip(header, cells, strict=True))
             row: dict[str, Any] = {}
             for col in wanted:
-                value = raw[col]
+                value = raw.get(col, "")  # only the adjudication's codes may be missing (older files)
                 if col in exports.BOOL_COLUMNS:
                     row[col] = _bool(value)
                 elif col in exports.INT_COLUMNS:
@@ -306,6 +306,7 @@ def dataset_import(
         values={(v.axis, v.code): v for v in AxisValue.objects.filter(codebook=codebook)},
     )
     coders = _Coders(Group.objects.get_or_create(name=exports.DATASET_CODERS_GROUP)[0])
+    study.label_coder = _label_coder(man, rule, coders)
     episodes = _episodes_create(study, rows, _documents_create(study, rows))
     suggestions, codings, adjudications = {}, [], []
     for n, (row, ep) in enumerate(zip(rows, episodes, strict=True), 1):
@@ -315,7 +316,7 @@ def dataset_import(
         if row.get("suggestion_backend"):
             suggestions[ep.pk] = _row_suggestion(row, ep, lookup, slug=slug, where=where)
         codings += _row_codings(row, ep, lookup, coders, k=k, where=where)
-        if row["label_status"] == "adjudicated":
+        if _adjudicated(row):
             adjudications.append(_row_adjudication(row, ep, lookup, coders, where=where))
     created = _codes_store(suggestions, codings, adjudications)
     _episodes_finish(study, episodes, adjudications, k=k, rule=rule, coders=coders)
@@ -324,6 +325,16 @@ def dataset_import(
         study=study, rows=len(rows), codings=len(created), adjudications=len(adjudications),
         suggestions=len(suggestions),
     )  # fmt: skip
+
+
+def _label_coder(man: dict, rule: str, coders: _Coders):
+    """Under single_coder, the coder whose labels are final, named in the manifest as in the rows."""
+    if rule != LabelRule.SINGLE_CODER:
+        return None
+    name = man.get("label_coder")
+    if not name:
+        raise ValidationError({"file": "the manifest says label_rule single_coder but names no label_coder"})
+    return coders(name)
 
 
 def _dataset_read(path: Path) -> tuple[dict, list[dict], Codebook]:
@@ -443,16 +454,26 @@ def _row_codings(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, *, k:
     return codings
 
 
+def _adjudicated(row: dict) -> bool:
+    """The row carries an adjudication: its own codes say so (any label rule), else an adjudicated label (files
+    made before the adjudication's codes were exported, where only a consensus label shows them)."""
+    if row.get("adjudication_not_a_failure") is not None:
+        return True
+    return row["label_status"] == "adjudicated"
+
+
 def _row_adjudication(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, *, where: str) -> Adjudication:
+    own = row.get("adjudication_not_a_failure") is not None
+    prefix = "adjudication_" if own else "label_"
     return Adjudication(
         episode=ep,
         adjudicator=coders(row["adjudicator"] or "dataset-adjudicator"),
-        failure_type=lookup.type(row["label_failure_type"], where),
-        source=lookup.value(Axis.SOURCE, row["label_source"], where),
-        stage=lookup.value(Axis.STAGE, row["label_stage"], where),
-        capability=lookup.value(Axis.CAPABILITY, row["label_capability"], where),
-        not_a_failure=bool(row["label_not_a_failure"]),
-        needs_new_type=bool(row["label_needs_new_type"]),
+        failure_type=lookup.type(row[f"{prefix}failure_type"], where),
+        source=lookup.value(Axis.SOURCE, row[f"{prefix}source"], where),
+        stage=lookup.value(Axis.STAGE, row[f"{prefix}stage"], where),
+        capability=lookup.value(Axis.CAPABILITY, row[f"{prefix}capability"], where),
+        not_a_failure=bool(row[f"{prefix}not_a_failure"]),
+        needs_new_type=bool(row[f"{prefix}needs_new_type"]),
         rationale=row["adjudication_rationale"] or "",
     )
 
@@ -482,7 +503,8 @@ def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list,
             ep.status = EpisodeStatus.CODED if ep.n_codings >= k else EpisodeStatus.OPEN
     Episode.objects.bulk_update(episodes, ["queue_key", "created_at", "status"], batch_size=1000)
     disagreement_refresh(study_id=study.pk)  # the study is new: all its episodes are these
-    Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule)
+    Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule, label_coder=study.label_coder,
+                                             data_version=F("data_version") + 1)  # fmt: skip
     study.label_rule = rule
     for member in coders.users.values():
         Membership.objects.get_or_create(study=study, user=member, defaults={"role": Role.CODER})

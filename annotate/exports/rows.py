@@ -53,6 +53,8 @@ BASE_COLUMNS = [
     "label_failure_type", "label_failure_type_name", "label_source", "label_source_name",
     "label_stage", "label_stage_name", "label_capability", "label_capability_name",
     "label_not_a_failure", "label_needs_new_type", "adjudicator", "adjudication_rationale",
+    "adjudication_failure_type", "adjudication_source", "adjudication_stage", "adjudication_capability",
+    "adjudication_not_a_failure", "adjudication_needs_new_type",
     "suggestion_backend", "suggestion_model", "suggestion_prompt_version", "suggestion_failure_type",
     "suggestion_confidence", "suggestion_status", "suggestion_accepted",
     "imported_at", "episode_created_at", "first_coded_at", "last_coded_at",
@@ -61,7 +63,14 @@ CODING_KEYS = [
     "coder", "failure_type", "failure_type_original", "source", "stage", "capability", "not_a_failure",
     "not_a_failure_reason", "needs_new_type", "confidence", "evidence", "from_suggestion", "created_at", "updated_at",
 ]  # fmt: skip
-BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted"}
+# The adjudication's own codes: the label's under consensus, but not under single_coder, where the label is one
+# coder's and an adjudication would be lost without them. Files of export version 1 made before lack them.
+ADJUDICATION_CODES = (
+    "adjudication_failure_type", "adjudication_source", "adjudication_stage", "adjudication_capability",
+    "adjudication_not_a_failure", "adjudication_needs_new_type",
+)  # fmt: skip
+BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted",
+                "adjudication_not_a_failure", "adjudication_needs_new_type"}  # fmt: skip
 INT_COLUMNS = {"episode_id", "episode_order", "excerpt_start", "excerpt_end"}
 # The episode's id in this database (as the API's episodes/ and codings/ name it), for joining the export
 # back to them. An import (import_dataset) makes new episodes with ids of their own: it reads no id.
@@ -188,6 +197,19 @@ class CoderNames:
                 name = pseudonym(self.key, user_id)
             self.cache[user_id] = name
         return name
+
+
+def label_coder_name(study: Study, mode: str = CODERS_PSEUDONYMOUS) -> str | None:
+    """The study's label coder as the export's rows name coders (CoderNames), or None without one."""
+    if study.label_coder_id is None:
+        return None
+    user = get_user_model().objects.filter(pk=study.label_coder_id).first()
+    if user is None:
+        return None
+    dataset = user.groups.filter(name=DATASET_CODERS_GROUP).exists()
+    if mode == CODERS_USERNAMES or dataset:
+        return user.username
+    return pseudonym(pseudonym_key(study), user.pk)
 
 
 def _names(study: Study) -> tuple[dict, dict, dict, dict]:
@@ -379,6 +401,12 @@ def export_rows(
                 "label_needs_new_type": bool(label.needs_new_type),
                 "adjudicator": names(adj[1]) if adj else None,
                 "adjudication_rationale": adj[8] if adj else None,
+                "adjudication_failure_type": types.get(adj[2]) if adj else None,
+                "adjudication_source": values.get(adj[3]) if adj else None,
+                "adjudication_stage": values.get(adj[4]) if adj else None,
+                "adjudication_capability": values.get(adj[5]) if adj else None,
+                "adjudication_not_a_failure": bool(adj[6]) if adj else None,
+                "adjudication_needs_new_type": bool(adj[7]) if adj else None,
                 "suggestion_backend": sug[1] if sug else None,
                 "suggestion_model": sug[2] if sug else None,
                 "suggestion_prompt_version": sug[3] if sug else None,
@@ -519,6 +547,8 @@ def manifest(
         "codebook": study.codebook.label,
         "coders_per_episode": study.coders_per_episode,
         "label_rule": study.label_rule,
+        # Under single_coder the labels are one coder's: named as the rows name them, so an import can restore it.
+        "label_coder": label_coder_name(study, coders),
         "coders": coders,
         "csv_coder_slots": slots,
         "filters": filters,

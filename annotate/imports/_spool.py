@@ -15,7 +15,7 @@ from django.db import connection, transaction
 
 from annotate.imports.parsed import Record, Skip
 from annotate.imports.parsers import iter_file
-from annotate.imports.records import BATCH_SIZE, ImportResult, import_records, record_hash
+from annotate.imports.records import BATCH_SIZE, ImportResult, batches_data_changed, import_records, record_hash
 from annotate.models import Study
 from lib.db.prefetch import prefetched
 
@@ -191,10 +191,11 @@ def _write_spooled_batch(
     try:
         with transaction.atomic():
             result = import_records(study=study, records=items, result=ImportResult(), seen=set(), fresh=fresh,
-                                    digests=digests)  # fmt: skip
+                                    digests=digests, data_changed=False)  # fmt: skip
             _constraints_check_now()
             batches.lock.acquire()
             held = True
+            batches_data_changed(study=study, results=[result])
             saved = batches.checkpoint([(index, len(items), result)], on_batch)
     except BaseException:
         if held and saved is not None:

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from annotate.imports._spool import _Batches, _constraints_check_now
-from annotate.imports.records import ImportResult, import_records
+from annotate.imports.records import ImportResult, batches_data_changed, import_records
 from annotate.models import Study
 
 
@@ -101,7 +101,7 @@ class _EarlyWriters:
                         atomic = transaction.atomic()
                         atomic.__enter__()
                     result = import_records(study=self.study, records=items, result=ImportResult(), seen=set(),
-                                            fresh=self.fresh, digests=digests)  # fmt: skip
+                                            fresh=self.fresh, digests=digests, data_changed=False)  # fmt: skip
                     staged.append((index, len(items), result))
                     self.written += 1
                 except BaseException as exc:
@@ -129,6 +129,7 @@ class _EarlyWriters:
             held = True
             if self.failed.is_set():  # another writer's commit failed while this one waited
                 raise _RolledBack
+            batches_data_changed(study=self.study, results=[r for _, _, r in staged])
             saved = self.batches.checkpoint(staged, self.on_batch)  # undone by itself if it fails
         except BaseException as exc:
             if not isinstance(exc, _RolledBack):

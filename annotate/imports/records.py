@@ -26,7 +26,7 @@ from django.utils import timezone
 from annotate.documents.search import search_deferred
 from annotate.imports.parsed import Record, Skip
 from annotate.models import Document, Episode, Study
-from annotate.studies.services import queue_key_for
+from annotate.studies.services import queue_key_for, study_data_changed
 from lib.db.copy import RawWriter, column_by_id_update
 
 log = logging.getLogger(__name__)
@@ -334,8 +334,13 @@ def import_records(
     digests: dict[tuple[str, str], str] | None = None,
     fresh: bool | None = None,
     defer_search: bool = True,
+    data_changed: bool = True,
 ) -> ImportResult:
     """Upsert records in batches (the caller owns the transaction).
+
+    `data_changed`: bump the study's data version at the end when anything was written. Writers that keep a
+    transaction open across several calls pass False and bump it themselves just before they commit
+    (batches_data_changed): the bump holds the study's row until the commit.
 
     A record whose (kind, external_id) already appeared in this import is skipped
     as a duplicate, so a file that repeats an issue cannot flip it back and forth.
@@ -352,6 +357,7 @@ def import_records(
     caller then has the search_index job fill (annotate.documents.services.search_index_queue).
     """
     result = result if result is not None else ImportResult()
+    created, updated = result.created, result.updated
     seen = seen if seen is not None else set()
     if fresh is None:
         fresh = not Document.objects.filter(study=study).exists()
@@ -376,4 +382,13 @@ def import_records(
                          defer_search=defer_search)  # fmt: skip
         if progress is not None:
             progress(result)
+    if data_changed and (result.created > created or result.updated > updated):
+        study_data_changed(study_id=study.pk)  # once, last: it holds the study's row until the caller commits
     return result
+
+
+def batches_data_changed(*, study: Study, results: list[ImportResult]) -> None:
+    """For writers that commit several import_records calls at once: bump the data version right before the
+    commit, under the writers' shared lock, so parallel writers never wait on each other's open transactions."""
+    if any(r.created or r.updated for r in results):
+        study_data_changed(study_id=study.pk)

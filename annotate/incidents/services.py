@@ -33,7 +33,7 @@ from annotate.models import (
     TriageEvent,
     TriageStatus,
 )
-from annotate.studies.services import queue_key_for
+from annotate.studies.services import queue_key_for, study_data_changed
 from annotate.traces.parsed import TraceArtifact, trace_summary
 from annotate.traces.services import artifacts_link, steps_write, trace_steps_of_value
 
@@ -211,6 +211,7 @@ def incident_create(*, study: Study, user, data: IncidentData) -> IncidentResult
         artifacts=list(data.artifacts),
     )
     TriageEvent.objects.create(document=document, actor=user, from_status="", to_status=TriageStatus.NEW)
+    study_data_changed(study_id=study.pk)
     return IncidentResult(document, episode, True, _queue_suggestion(study, user, episode))
 
 
@@ -432,6 +433,8 @@ def incidents_transfer(*, study: Study, user, document_ids: list[int], target: S
     for episode in episodes:
         episode.study, episode.queue_key = target, queue_key_for(target, episode.pk)
     Episode.objects.bulk_update(episodes, ["study", "queue_key"])
+    study_data_changed(study_id=study.pk)
+    study_data_changed(study_id=target.pk)
     said = f"Moved from {study.slug} to {target.slug}." + (f" {note}" if note else "")
     events = [
         TriageEvent(

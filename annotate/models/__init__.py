@@ -6,6 +6,7 @@ Import from `annotate.models`; the modules are how the file is read, not an API.
 
 from __future__ import annotations
 
+from annotate.models.analysis import AnalysisResult, ResultKind
 from annotate.models.codebook_moves import CodebookMigration, MigratedCode
 from annotate.models.coding import Adjudication, Coding, CodingExposure, Confidence, ExposureArm, Lease
 from annotate.models.documents import Document, DocumentKind, Episode, EpisodeStatus, Split, TriageEvent, TriageStatus
@@ -24,6 +25,7 @@ from annotate.models.webhooks import WebhookDelivery
 
 __all__ = [
     "Adjudication",
+    "AnalysisResult",
     "ApiToken",
     "Artifact",
     "CodebookMigration",
@@ -44,6 +46,7 @@ __all__ = [
     "Membership",
     "MigratedCode",
     "QueueOrder",
+    "ResultKind",
     "Role",
     "Split",
     "StepKind",

@@ -65,6 +65,11 @@ class Study(models.Model):
     # whose owner opted in): they become episodes of its coding queue, so a research study refuses them.
     accepts_incidents = models.BooleanField(default=False)
 
+    # Goes up by one in the same transaction as every write that can change the study's final labels or
+    # what the analysis counts (codings, adjudications, splits, episodes, imports, the label rule): a stored
+    # analysis result computed at an older version is stale (annotate.analysis.results).
+    data_version = models.PositiveBigIntegerField(default=0)
+
     # Incident webhook (signed with HMAC-SHA256 using webhook_secret).
     webhook_url = models.URLField(blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True)

@@ -19,7 +19,7 @@ from django.db import transaction
 from annotate.coding.services import CodingValues, coding_save
 from annotate.imports.services import import_file
 from annotate.models import Adjudication, DocumentKind, Episode, EpisodeStatus, Split, Study
-from annotate.studies.services import study_create
+from annotate.studies.services import study_create, study_data_changed
 from taxonomy.models import Axis, AxisValue, Codebook, FailureType
 
 SAMPLES = Path(settings.BASE_DIR) / "fixtures" / "samples"
@@ -130,4 +130,5 @@ def demo_build(*, reset: bool = False) -> DemoResult:
             )
             Episode.objects.filter(pk=ep.pk).update(status=EpisodeStatus.ADJUDICATED)
             adjudicated += 1
+    study_data_changed(study_id=study.pk)  # the hold-out split and the adjudications above bypass the services
     return DemoResult(study=study, created=True, logins=logins)

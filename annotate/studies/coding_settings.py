@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotate.models import Episode, EpisodeStatus, QueueOrder, Split, Study
+from annotate.studies.services import study_data_changed
 
 MAX_CODERS_PER_EPISODE = 20
 
@@ -63,4 +64,6 @@ def study_coding_settings_update(
         episodes = Episode.objects.filter(study=study).exclude(status=EpisodeStatus.ADJUDICATED)
         episodes.filter(n_codings__gte=coders_per_episode).update(status=EpisodeStatus.CODED)
         episodes.filter(n_codings__lt=coders_per_episode).update(status=EpisodeStatus.OPEN)
+        # Consensus needs k agreeing coders: a new k can change final labels.
+        study_data_changed(study_id=study.pk)
     return study

@@ -7,6 +7,7 @@ import hashlib
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 
 from annotate.models import Membership, Role, Study
 from taxonomy.models import Codebook
@@ -55,3 +56,13 @@ def queue_key_for(study: Study, episode_id: int) -> int:
     """The episode's place in the study's random order: a stable hash of (seed, id)."""
     digest = hashlib.blake2b(f"{study.queue_seed}:{episode_id}".encode(), digest_size=7).digest()
     return int.from_bytes(digest, "big")
+
+
+def study_data_changed(*, study_id: int) -> None:
+    """Mark the study's data as changed: stored analysis results computed before now are stale.
+
+    Called by every write that can change final labels or what the analysis counts, inside that write's
+    transaction, so a result can never be marked current for data it did not see. The UPDATE holds the study
+    row until the commit: writers' commits queue there for its length, not for their whole work (callers
+    make it their last statement where they can)."""
+    Study.objects.filter(pk=study_id).update(data_version=F("data_version") + 1)

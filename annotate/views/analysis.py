@@ -20,18 +20,12 @@ from annotate.analysis import figures
 from annotate.analysis.arrays import KINDS, codebook_axes
 from annotate.analysis.bootstrap import over_threshold
 from annotate.analysis.coders import agreement_document
-from annotate.analysis.documents import (
-    KIND_LABELS,
-    analysis_document,
-    cell_episodes,
-    coverage_document,
-    finished_bootstrap,
-)
+from annotate.analysis.documents import KIND_LABELS, analysis_document, cell_episodes, coverage_document
 from annotate.analysis.figures import AXIS_NAMES, confusion_rows
 from annotate.analysis.params import ParameterError, parse_params
+from annotate.analysis.results import agreement_key, analysis_key, coverage_key, result_job_start, result_shown
 from annotate.coding.selectors import codebook_picker
-from annotate.jobs.runner import job_start
-from annotate.models import Episode, Job, Study
+from annotate.models import Document, Job, ResultKind, Study
 from annotate.views.access import study_view
 from annotate.views.reports import report_job_for
 from lib import stats
@@ -43,26 +37,37 @@ FORMATS = {"svg": "image/svg+xml", "png": "image/png", "csv": "text/csv; charset
 
 
 def _document(request: HttpRequest, study: Study, *, sensitivity: bool = True):
-    """(doc, params, errors, job): the analysis for the query string, or why there is none."""
+    """(doc, params, errors, job, shown): the analysis for the query string, or why there is none.
+
+    Which document is shown, and whether it may be computed in the request, is decided by
+    annotate.analysis.results.result_shown, as on the agreement and coverage pages and in the API."""
     axes = codebook_axes(study)
     raw = {k: request.GET.get(k) for k in PARAMS}
     try:
         params = parse_params(axes, **raw)
     except ParameterError as exc:
-        return None, None, exc.errors, None
+        return None, None, exc.errors, None, None
     job_id = request.GET.get("job", "")
     if job_id.isdigit():
         job = get_object_or_404(Job, pk=int(job_id), study=study, kind="bootstrap")
-        return (job.result if job.status == "success" else None), params, {}, job
-    if over_threshold(params.bootstrap):
-        return finished_bootstrap(study, params), params, {}, None
-    return analysis_document(study, params, sensitivity=sensitivity), params, {}, None
+        return (job.result if job.status == "success" else None), params, {}, job, None
+    shown = result_shown(study, ResultKind.ANALYSIS, analysis_key(params),
+                         lambda: analysis_document(study, params, sensitivity=sensitivity),
+                         inline_ok=not over_threshold(params.bootstrap))  # fmt: skip
+    return shown.doc, params, {}, shown.job, shown
 
 
-def _kinds_with_episodes(study: Study) -> list[tuple[str, str]]:
-    """The contrast selector offers only the document kinds this study has episodes of."""
-    present = set(Episode.objects.filter(study=study).values_list("document__kind", flat=True).distinct())
-    return [(k, KIND_LABELS[k]) for k in KINDS if k in present]
+def _kinds_with_episodes(study: Study, doc: dict | None) -> list[tuple[str, str]]:
+    """The contrast selector offers only the document kinds this study has primary episodes of.
+
+    With a document they are read from it (labelled or excluded, per kind): no query. Without one, one probe
+    per kind, ordered as the (study, kind, cluster) index so that PostgreSQL walks it: as an EXISTS, a kind
+    with no documents was planned as a scan of every document of the study (1.6 s at a million)."""
+    if doc is not None:
+        return [(k["kind"], KIND_LABELS[k["kind"]]) for k in doc["kinds"]
+                if k["n_episodes"] or sum(k["excluded"].values())]  # fmt: skip
+    first = Document.objects.filter(study_id=study.pk).order_by("kind", "cluster").values("pk")
+    return [(k, KIND_LABELS[k]) for k in KINDS if first.filter(kind=k)[:1]]
 
 
 def _query(request: HttpRequest, **changes) -> str:
@@ -78,11 +83,12 @@ def _query(request: HttpRequest, **changes) -> str:
 @require_GET
 @study_view("read", report=True)
 def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
-    doc, params, errors, job = _document(request, study)
+    doc, params, errors, job, shown = _document(request, study)
     big = params is not None and over_threshold(params.bootstrap)
     context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
-               "params": params, "query": _query(request), "kinds": _kinds_with_episodes(study),
-               "axes": codebook_axes(study), "big": big, "methods": METHODS,
+               "params": params, "query": _query(request), "kinds": _kinds_with_episodes(study, doc),
+               "axes": codebook_axes(study), "big": big, "methods": METHODS, "shown": shown,
+               "run_url": reverse("analysis_run", args=[study.slug]),
                "default_method": stats.DEFAULT_CELL_METHOD,
                "report_job": report_job_for(request, study)}  # fmt: skip
     if doc is not None:
@@ -134,7 +140,7 @@ def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> 
     """`name` is a kind, `difference` (the contrast), or `analysis` (the whole document, JSON only)."""
     if fmt not in FORMATS or name not in (*KINDS, "difference", "analysis"):
         raise Http404("No such figure")
-    doc, _, errors, _ = _document(request, study, sensitivity=name == "analysis")
+    doc, _, errors, _, shown = _document(request, study, sensitivity=name == "analysis")
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     if doc is None:
@@ -153,6 +159,8 @@ def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> 
         content = figures.render(fig, fmt)
     response = HttpResponse(content, content_type=FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    if shown is not None:  # as the API says it: current, live (computed for this download) or stale
+        response["X-Faultline-Result"] = shown.state
     return response
 
 
@@ -176,8 +184,10 @@ def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
     job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca,
                   "interval": params.interval}  # fmt: skip
     job_params.update({k: request.POST[k] for k in ("cell", "contrast") if request.POST.get(k)})
-    job = job_start(kind="bootstrap", study=study, user=request.user, params=job_params)
-    query = urlencode({**job_params, "bca": "1" if params.bca else "", "job": job.pk})
+    job = result_job_start(study=study, kind=ResultKind.ANALYSIS, key=analysis_key(params), params=job_params,
+                           user=request.user)  # fmt: skip
+    query = urlencode({**{k: v for k, v in job_params.items() if k != "result_key"}, "bca": "1" if params.bca else "",
+                       "job": job.pk})  # fmt: skip
     return redirect(reverse("analysis_page", args=[study.slug]) + f"?{query}")
 
 
@@ -192,10 +202,28 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
     if not (100 <= bootstrap <= 20000 and 0 <= seed < 2**32):
         return render(request, "annotate/agreement.html", {"study": study, "error": True}, status=400)
     version = request.GET.get("version") or None
+    key = agreement_key(bootstrap=bootstrap, seed=seed, version=version)
     try:
-        doc = agreement_document(study, bootstrap=bootstrap, seed=seed, version=version)
-    except ValueError as exc:
+        shown = result_shown(
+            study, ResultKind.AGREEMENT, key,
+            lambda: agreement_document(study, bootstrap=bootstrap, seed=seed, version=version),
+        )  # fmt: skip
+    except ValueError as exc:  # a codebook version the study never used
         return render(request, "annotate/agreement.html", {"study": study, "error": str(exc)}, status=400)
+    doc = shown.doc
+    run = {
+        "study": study,
+        "membership": request.membership,
+        "shown": shown,
+        "job": shown.job,
+        "run_url": reverse("agreement_run", args=[study.slug]),
+        "run_params": {"bootstrap": bootstrap, "seed": seed, **({"version": version} if version else {})},
+        "version": version,
+    }
+    if doc is None:
+        if request.GET.get("format") == "json":
+            raise Http404("Not computed yet: start the computation on the agreement page")
+        return render(request, "annotate/agreement.html", {**run, "doc": None})
     if request.GET.get("format") == "json":
         return _download(study, "agreement", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
     axis = request.GET.get("axis") or "failure_type"
@@ -211,9 +239,8 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
         matrix = category_pairs.get((pair["a"], pair["b"]), pair) if by_category else pair
         pair["rows"], pair["columns"] = confusion_rows(matrix["confusion"], picker, category=drill)
     context = {
-        "study": study, "membership": request.membership, "doc": doc, "chosen": chosen,
-        "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
-        "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""), "version": version,
+        **run, "doc": doc, "chosen": chosen, "by_category": by_category, "drill": drill, "axis_names": AXIS_NAMES,
+        "drill_name": {c: n for c, n, _ in picker.categories}.get(drill, ""),
     }  # fmt: skip
     return render(request, "annotate/agreement.html", context)
 
@@ -221,10 +248,42 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
 @require_GET
 @study_view("read", report=True)
 def coverage_page(request: HttpRequest, study: Study) -> HttpResponse:
-    doc = coverage_document(study)
+    shown = result_shown(study, ResultKind.COVERAGE, coverage_key(), lambda: coverage_document(study))
     if request.GET.get("format") == "json":
-        return _download(study, "coverage", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
-    return render(request, "annotate/coverage.html", {"study": study, "membership": request.membership, "doc": doc})
+        if shown.doc is None:
+            raise Http404("Not computed yet: start the computation on the coverage page")
+        return _download(study, "coverage", json.dumps(shown.doc, indent=2, sort_keys=True, ensure_ascii=False))
+    context = {"study": study, "membership": request.membership, "doc": shown.doc, "shown": shown, "job": shown.job,
+               "run_url": reverse("coverage_run", args=[study.slug]), "run_params": {}}  # fmt: skip
+    return render(request, "annotate/coverage.html", context)
+
+
+@require_POST
+@study_view("write", report=True)
+def agreement_run(request: HttpRequest, study: Study) -> HttpResponse:
+    """Compute and store the agreement as a job (coders and owners), then show its progress on the page."""
+    try:
+        bootstrap, seed = int(request.POST.get("bootstrap") or 1000), int(request.POST.get("seed") or 0)
+    except ValueError:
+        bootstrap, seed = -1, -1
+    if not (100 <= bootstrap <= 20000 and 0 <= seed < 2**32):
+        messages.error(
+            request, "Not started: bootstrap must be between 100 and 20,000 and seed between 0 and 2^32 - 1."
+        )
+        return redirect(reverse("agreement_page", args=[study.slug]))
+    version = request.POST.get("version") or None
+    run = {"bootstrap": bootstrap, "seed": seed, **({"version": version} if version else {})}
+    result_job_start(study=study, kind=ResultKind.AGREEMENT, key=agreement_key(bootstrap=bootstrap, seed=seed,
+                     version=version), params=run, user=request.user)  # fmt: skip
+    return redirect(reverse("agreement_page", args=[study.slug]) + "?" + urlencode(run))
+
+
+@require_POST
+@study_view("write", report=True)
+def coverage_run(request: HttpRequest, study: Study) -> HttpResponse:
+    """Compute and store the hold-out coverage as a job (coders and owners)."""
+    result_job_start(study=study, kind=ResultKind.COVERAGE, key=coverage_key(), params={}, user=request.user)
+    return redirect(reverse("coverage_page", args=[study.slug]))
 
 
 def _download(study: Study, name: str, content: str) -> HttpResponse:

@@ -131,7 +131,7 @@ def test_it_sends_a_large_b_to_a_job_and_serves_the_finished_result(paper, alice
     settings.FAULTLINE_BOOTSTRAP_JOB_THRESHOLD = 500
     client = as_user(alice)
     r = client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=2")
-    assert r.status_code == 400 and "analysis/" in r.json()["bootstrap"][0]
+    assert r.status_code == 409 and "/api/v1/studies/alpha/analysis/" in r.json()["detail"]
     from annotate.jobs.runner import job_run
 
     job = Job.objects.create(kind="bootstrap", study=paper, params={"bootstrap": 640, "seed": 2, "chunks": 1})
@@ -139,9 +139,9 @@ def test_it_sends_a_large_b_to_a_job_and_serves_the_finished_result(paper, alice
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCESS
     r = client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=2")
-    assert r.status_code == 200 and r.json()["run"]["job"] == job.pk
+    assert r.status_code == 200 and r.json()["run"]["job"] == job.pk and r["X-Faultline-Result"] == "current"
     # Other parameters are another analysis.
-    assert client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=3").status_code == 400
+    assert client.get("/api/v1/studies/alpha/matrix/?bootstrap=640&seed=3").status_code == 409
 
 
 def test_the_schema_describes_the_analysis_endpoints(alice, as_user):

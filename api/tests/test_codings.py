@@ -96,9 +96,10 @@ def test_a_save_costs_a_fixed_number_of_queries(as_user, bob, study, make_episod
     assert client.get(URL).status_code == 200  # the token's last use is stamped (at most once a minute)
     # token, membership, the episode with whether bob coded it; savepoint, lock the episode, end bob's
     # live lease (none), others' live leases and bob's expired ones in one count, the coding (for its
-    # version), insert coding + history, count and update the episode in one statement, release.
+    # version), insert coding + history, count and update the episode in one statement, bump the study's
+    # data version (stored analyses go stale), release.
     # PostgreSQL ends the lease, counts and looks for the coding in one statement: two fewer.
-    first_save = 10 if connection.vendor == "postgresql" else 12
+    first_save = 11 if connection.vendor == "postgresql" else 13
     with django_assert_num_queries(first_save):
         assert client.post(URL, _body(first), format="json").status_code == 201
     # an expired lease of bob's is ended with the save: one DELETE more
@@ -107,8 +108,8 @@ def test_a_save_costs_a_fixed_number_of_queries(as_user, bob, study, make_episod
         assert client.post(URL, _body(second), format="json").status_code == 201
     assert not Lease.objects.exists()
     # an edit takes no episode lock: savepoint, the coding, update it + history, the episode's
-    # disagreement state, end any stray lease, release
-    with django_assert_num_queries(10):
+    # disagreement state, the study's data version, end any stray lease, release
+    with django_assert_num_queries(11):
         assert client.post(URL, _body(first, stage="planning", version=1), format="json").status_code == 200
 
 

@@ -48,7 +48,9 @@ def test_an_analysis_job_is_started_with_checked_parameters(as_user, bob, study)
     response = as_user(bob).post("/api/v1/studies/alpha/analysis/", {"bootstrap": 200, "seed": 7}, format="json")
     assert response.status_code == 202, response.content
     job = Job.objects.get(pk=response.json()["id"])
+    key = job.params.pop("result_key")  # the stored result it computes (annotate.analysis.results)
     assert job.kind == "bootstrap" and job.params == {"bootstrap": 200, "seed": 7}
+    assert '"bootstrap":200' in key and '"seed":7' in key
     bad = as_user(bob).post("/api/v1/studies/alpha/analysis/", {"bootstrap": 5, "cell": "nowhere"}, format="json")
     assert bad.status_code == 400 and {"bootstrap", "cell"} <= set(bad.json())
 

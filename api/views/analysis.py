@@ -2,6 +2,12 @@
 
 They are the same JSON documents `manage.py analyze|agreement|coverage --json`
 print, built by annotate.analysis. Reading them needs read access to the study.
+
+Which document is served follows the pages' rule (annotate.analysis.results.result_shown): a stored result
+at the study's current data version; else, for a small study, one computed for the request (not stored);
+else the stored result of older data, marked stale. The `X-Faultline-Result` header says which (current,
+live or stale) and `X-Faultline-Data-Version` at which data version it was computed. A large study with no
+stored result answers 409: start the computation (POST .../analysis/ for the matrices, or the page's button).
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from rest_framework.views import APIView
 
 from annotate.analysis.arrays import codebook_axes
 from annotate.analysis.bootstrap import over_threshold
-from annotate.analysis.coders import agreement_document
-from annotate.analysis.documents import analysis_document, coverage_document, finished_bootstrap
+from annotate.analysis.coders import AGREEMENT_B, agreement_document
+from annotate.analysis.documents import analysis_document, coverage_document
 from annotate.analysis.params import ParameterError, parse_params
+from annotate.analysis.results import Shown, agreement_key, analysis_key, coverage_key, result_shown
+from annotate.models import ResultKind
 from api.permissions import StudyMember
 from api.serializers.analysis import (
     AgreementDocumentSerializer,
@@ -27,6 +35,7 @@ from api.serializers.analysis import (
 )
 
 BAD = OpenApiResponse(description='Field errors, e.g. {"cell": ["..."]}.')
+NOT_YET = OpenApiResponse(description="A large study (or a large B) with no stored result for these parameters yet.")
 
 
 class MatrixView(APIView):
@@ -39,7 +48,7 @@ class MatrixView(APIView):
         description="Matrices per document kind with cluster-bootstrap intervals, the differences between kinds, "
         "the chosen contrast with its sensitivity checks, and the excluded episodes with their reasons.",
         parameters=[MatrixQuerySerializer],
-        responses={200: AnalysisDocumentSerializer, 400: BAD},
+        responses={200: AnalysisDocumentSerializer, 400: BAD, 409: NOT_YET},
     )
     def get(self, request: Request, slug: str) -> Response:
         query = MatrixQuerySerializer(data=request.query_params)
@@ -49,15 +58,9 @@ class MatrixView(APIView):
             params = parse_params(codebook_axes(study), **{k: request.query_params.get(k) for k in query.fields})
         except ParameterError as exc:
             raise serializers.ValidationError(exc.errors) from exc
-        if over_threshold(params.bootstrap):
-            doc = finished_bootstrap(study, params)
-            if doc is None:
-                raise serializers.ValidationError(
-                    {"bootstrap": [f"B = {params.bootstrap:,} runs as a job: POST /api/v1/studies/{slug}/analysis/ "
-                                   "and read the job's result, or ask for fewer replicates."]}
-                )  # fmt: skip
-            return Response(doc)
-        return Response(analysis_document(study, params))
+        shown = result_shown(study, ResultKind.ANALYSIS, analysis_key(params), lambda: analysis_document(study, params),
+                             inline_ok=not over_threshold(params.bootstrap))  # fmt: skip
+        return _answer(shown, f"POST /api/v1/studies/{slug}/analysis/ with these parameters to compute it as a job.")
 
 
 class AgreementView(APIView):
@@ -71,15 +74,18 @@ class AgreementView(APIView):
         "overall, Cohen's kappa and confusion matrices per coder pair, bootstrap intervals over episodes, and the "
         "least agreed failure types.",
         parameters=[AgreementQuerySerializer],
-        responses={200: AgreementDocumentSerializer, 400: BAD},
+        responses={200: AgreementDocumentSerializer, 400: BAD, 409: NOT_YET},
     )
     def get(self, request: Request, slug: str) -> Response:
         query = AgreementQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        study, q = request.study, query.validated_data
+        key = agreement_key(bootstrap=q.get("bootstrap", AGREEMENT_B), seed=q.get("seed", 0), version=q.get("version"))
         try:
-            return Response(agreement_document(request.study, **query.validated_data))
+            shown = result_shown(study, ResultKind.AGREEMENT, key, lambda: agreement_document(study, **q))
         except ValueError as exc:  # a version the study never used
             raise serializers.ValidationError({"version": [str(exc)]}) from exc
+        return _answer(shown, "Start it from the study's agreement page (it runs as a job).")
 
 
 class CoverageView(APIView):
@@ -91,7 +97,20 @@ class CoverageView(APIView):
         summary="Hold-out coverage",
         description="The share of hold-out episodes coded to an existing type (the rest need a new type), with a "
         "Wilson interval; episodes without a usable label are counted under excluded.",
-        responses={200: CoverageDocumentSerializer},
+        responses={200: CoverageDocumentSerializer, 409: NOT_YET},
     )
     def get(self, request: Request, slug: str) -> Response:
-        return Response(coverage_document(request.study))
+        study = request.study
+        shown = result_shown(study, ResultKind.COVERAGE, coverage_key(), lambda: coverage_document(study))
+        return _answer(shown, "Start it from the study's coverage page (it runs as a job).")
+
+
+def _answer(shown: Shown, how: str) -> Response:
+    if shown.doc is None:
+        return Response({"detail": f"Not computed yet for these parameters: the study is too large to compute in a "
+                                   f"request. {how}"}, status=409)  # fmt: skip
+    response = Response(shown.doc)
+    response["X-Faultline-Result"] = shown.state
+    if shown.stored is not None and shown.state != "live":
+        response["X-Faultline-Data-Version"] = str(shown.stored.data_version)
+    return response

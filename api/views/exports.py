@@ -78,6 +78,9 @@ class ManifestSerializer(serializers.Serializer):
     codebook = serializers.CharField(help_text="The codebook, name@version.")
     coders_per_episode = serializers.IntegerField(help_text="The study's k.")
     label_rule = serializers.CharField(help_text="consensus or single_coder.")
+    label_coder = serializers.CharField(
+        allow_null=True, help_text="single_coder: the coder whose labels are final, named as in the rows."
+    )
     coders = serializers.CharField(help_text="pseudonymous or usernames.")
     csv_coder_slots = serializers.IntegerField(allow_null=True, help_text="CSV only: coder column groups.")
     filters = serializers.DictField(child=serializers.CharField(), help_text="The filters applied.")

@@ -162,13 +162,16 @@ class AnalysisStart(APIView):
     def post(self, request: Request, slug: str) -> Response:
         from annotate.analysis.arrays import codebook_axes
         from annotate.analysis.params import MAX_B, ParameterError, parse_params
+        from annotate.analysis.results import analysis_key
 
         serializer = AnalysisRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         params = {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
         try:  # the handler's own validation, run up front so a bad request is a 400, not a failed job
-            parse_params(codebook_axes(request.study), **params, max_bootstrap=MAX_B)
+            parsed = parse_params(codebook_axes(request.study), **params, max_bootstrap=MAX_B)
         except ParameterError as exc:
             raise serializers.ValidationError(exc.errors) from exc
-        job = job_start(kind="bootstrap", study=request.study, user=request.user, params=params)
+        # Tagged with its result's key, so the pages and GET .../matrix/ show it as computing that result.
+        job = job_start(kind="bootstrap", study=request.study, user=request.user,
+                        params={**params, "result_key": analysis_key(parsed)})  # fmt: skip
         return _job_response(job)

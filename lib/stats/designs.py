@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -139,17 +140,19 @@ class ClusterDesign:
     def n_cells(self) -> int:
         return self.counts.shape[1]
 
-    @property
+    # Sizes and totals are summed once per design and kept (read-only, like the counts): a loop over
+    # clusters that asked for them anew summed the whole G x K matrix at every step (issue 31).
+    @cached_property
     def sizes(self) -> np.ndarray:
-        return self.counts.sum(axis=1)
+        return _frozen(self.counts.sum(axis=1))
 
-    @property
+    @cached_property
     def totals(self) -> np.ndarray:
-        return self.counts.sum(axis=0)
+        return _frozen(self.counts.sum(axis=0))
 
-    @property
+    @cached_property
     def n(self) -> int:
-        return int(self.counts.sum())
+        return int(self.sizes.sum())
 
 
 def cluster_design(cells: np.ndarray, clusters: Sequence[str] | np.ndarray, n_cells: int) -> ClusterDesign:

@@ -11,13 +11,12 @@ from lib.stats.bootstrap import (
     BLOCK,
     Interval,
     _block_rng,
-    _jackknife_props,
     _percentile,
     design_enough,
     replicate_blocks,
     replicate_proportions,
 )
-from lib.stats.designs import ClusterDesign, cluster_design, design_without, record_design
+from lib.stats.designs import ClusterDesign, _frozen, design_without, record_design
 from lib.stats.intervals import bootstrap_diff_cell
 
 # ---------------------------------------------------------------------------
@@ -49,9 +48,21 @@ def _capped(design: ClusterDesign, cap: int, rng: np.random.Generator) -> Cluste
     g = design.episode_cluster[order]
     start = np.searchsorted(g, np.arange(design.n_clusters))
     rank = np.arange(design.n) - start[g]
-    keep = order[rank < cap]
-    cells, clusters = design.cells[keep], np.asarray(design.names, dtype=object)[design.episode_cluster[keep]]
-    return cluster_design(cells, clusters, design.n_cells)
+    keep = np.sort(order[rank < cap])  # episodes stay sorted by (cluster, cell)
+    cells, g = design.cells[keep], design.episode_cluster[keep]
+    # The kept clusters in the design's own order, renumbered: no cluster names are sorted again. Replicates
+    # do not depend on the order of the clusters (identical rows are grouped by content), only on the rows.
+    present = np.bincount(g, minlength=design.n_clusters) > 0
+    remap = np.cumsum(present) - 1
+    g = remap[g]
+    G, K = int(present.sum()), design.n_cells
+    counts = np.bincount(g * K + cells, minlength=G * K).reshape(G, K)
+    return ClusterDesign(
+        counts=_frozen(counts),
+        names=tuple(np.asarray(design.names, dtype=object)[present].tolist()),
+        cells=_frozen(cells),
+        episode_cluster=_frozen(g),
+    )
 
 
 def sensitivity(
@@ -87,22 +98,31 @@ def sensitivity(
     ]
 
 
+def _loo_cell(design: ClusterDesign, k: int) -> np.ndarray:
+    """Cell k's share without each cluster in turn: (total - own) / (n - size), 0 where nothing is left.
+
+    The same numbers as column k of the full jackknife, without building its G x K matrix."""
+    rest = design.totals[k] - design.counts[:, k]
+    n_rest = design.n - design.sizes
+    return np.divide(rest, n_rest, out=np.zeros(rest.shape), where=n_rest > 0)
+
+
 def _leave_one_cluster_out(
     a: ClusterDesign, b: ClusterDesign, k: int, base: Interval, *, B: int, seed: int, level: float
 ) -> SensitivityCheck:
     """Leave one cluster out, from either kind: the range of the contrast and the cluster that moves it most."""
     pa, pb = a.totals[k] / a.n, b.totals[k] / b.n
-    loo_a = _jackknife_props(a)[:, k] - pb
-    loo_b = pa - _jackknife_props(b)[:, k]
+    # Each cluster's estimate without it, by subtraction from the totals (one pass over the counts).
+    loo_a = _loo_cell(a, k) - pb
+    loo_b = pa - _loo_cell(b, k)
     # A kind with one cluster left after removal has no estimate; keep only defined ones.
-    loo = np.concatenate([loo_a[a.n - a.sizes > 0], loo_b[b.n - b.sizes > 0]])
-    labels = [f"a:{n}" for n, s in zip(a.names, a.sizes, strict=True) if a.n - s > 0] + [
-        f"b:{n}" for n, s in zip(b.names, b.sizes, strict=True) if b.n - s > 0
-    ]
+    keep_a, keep_b = np.flatnonzero(a.n - a.sizes > 0), np.flatnonzero(b.n - b.sizes > 0)
+    loo = np.concatenate([loo_a[keep_a], loo_b[keep_b]])
     worst = int(np.argmax(np.abs(loo - base.estimate)))
-    side, name = labels[worst].split(":", 1)
-    drop_a = design_without(a, [a.names.index(name)]) if side == "a" else a
-    drop_b = design_without(b, [b.names.index(name)]) if side == "b" else b
+    side, row = ("a", int(keep_a[worst])) if worst < keep_a.size else ("b", int(keep_b[worst - keep_a.size]))
+    name = (a if side == "a" else b).names[row]
+    drop_a = design_without(a, [row]) if side == "a" else a
+    drop_b = design_without(b, [row]) if side == "b" else b
     iv = bootstrap_diff_cell(drop_a, drop_b, k, B=B, seed=seed, level=level, stream=1)
     return SensitivityCheck(
         "leave_one_cluster_out",

@@ -315,6 +315,12 @@ def test_a_chunked_bootstrap_is_byte_identical_in_1_or_16_chunks_and_counts_thei
     assert one.result["run"]["replicates_sha256"] == sixteen.result["run"]["replicates_sha256"]
     assert stable(one.result) == stable(sixteen.result)
     assert (sixteen.done, sixteen.total) == (2560, 2560)
+    # The chord's last step stores the document too, at the data version read before the labels (issue 31).
+    from annotate.models import AnalysisResult, Study
+
+    stored = AnalysisResult.objects.get(study=study, kind="analysis", job=sixteen)
+    assert stored.document == sixteen.result
+    assert stored.data_version == sixteen.params["data_version"] == Study.objects.get(pk=study.pk).data_version
     other_seed = _job(study, bootstrap=2560, seed=5, chunks=16)
     assert other_seed.result["run"]["replicates_sha256"] != sixteen.result["run"]["replicates_sha256"]
 
@@ -473,3 +479,24 @@ def test_labels_read_in_small_chunks_past_another_studys_codings(
         assert labels.episode_id.tolist() == labelled, (chunk, parts)
         assert (labels.excluded, labels.holdout, labels.n_episodes) == (excluded, holdout, n), (chunk, parts)
         assert labels.fingerprint == whole.fingerprint, (chunk, parts)
+
+
+def test_it_counts_every_episode_once_whether_coded_or_not_in_every_split(paper, make_episode):
+    """Untouched episodes are the range's episodes less the touched ones (issue 31): counted once each, in the
+    right split, whatever is coded."""
+    from annotate.models import Episode
+
+    study, _ = paper
+    before = label_arrays(study)
+    added = {}
+    for split in ("primary", "holdout", "excluded"):
+        added[split] = make_episode(study, kind="literature").pk
+        Episode.objects.filter(pk=added[split]).update(split=split)
+    labels = label_arrays(study)
+    assert labels.n_episodes == before.n_episodes + 3 == Episode.objects.filter(study=study).count()
+    lit, was = labels.excluded["literature"], before.excluded["literature"]
+    assert lit["uncoded"] == was["uncoded"] + 1 and lit["excluded by an owner"] == was["excluded by an owner"] + 1
+    ids = [h[0] for h in labels.holdout]
+    assert len(ids) == len(set(ids)) == len(before.holdout) + 1 and added["holdout"] in ids
+    assert set(ids) == set(Episode.objects.filter(study=study, split="holdout").values_list("id", flat=True))
+    assert next(h for h in labels.holdout if h[0] == added["holdout"])[3].reason == "uncoded"

@@ -78,6 +78,67 @@ def _without_ids(path, fmt: str) -> bytes:
     return re.sub(r'"episode_id":\d+', '"episode_id":0', text).encode()
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_single_coder_study_round_trips_with_its_label_coder(demo, tmp_path, fmt):
+    """Issue 31: the label coder was not restored, and the import's own check refused the file."""
+    from django.contrib.auth import get_user_model
+
+    from annotate.exports.rows import pseudonym, pseudonym_key
+
+    coder = get_user_model().objects.get(username="demo-coder2")
+    Study.objects.filter(pk=demo.pk).update(label_rule="single_coder", label_coder=coder)
+    first = tmp_path / f"demo.{fmt}"
+    call_command("export", "--study", "demo", "--format", fmt, "--out", str(first), stdout=io.StringIO())
+    manifest = json.loads((tmp_path / f"demo.{fmt}.manifest.json").read_text())
+    name = pseudonym(pseudonym_key(demo), coder.pk)
+    assert manifest["label_rule"] == "single_coder" and manifest["label_coder"] == name
+    labelled = list(map(json.loads, first.read_text().splitlines())) if fmt == "jsonl" else []
+    assert fmt == "csv" or {r["label_status"] for r in labelled} == {"single_coder", "none"}
+
+    _wipe_study("demo")
+    call_command("import_dataset", str(first), stdout=io.StringIO())
+    study = Study.objects.get(slug="demo")
+    assert study.label_rule == "single_coder" and study.label_coder.username == name
+    again = tmp_path / f"again.{fmt}"
+    call_command("export", "--study", "demo", "--format", fmt, "--out", str(again), stdout=io.StringIO())
+
+    assert again.read_bytes() == first.read_bytes()
+    assert json.loads((tmp_path / f"again.{fmt}.manifest.json").read_text())["label_coder"] == name
+
+
+def test_a_csv_made_before_the_adjudication_codes_were_exported_still_loads(demo, tmp_path):
+    from annotate.exports.rows import ADJUDICATION_CODES
+    from annotate.models import Adjudication
+
+    path = tmp_path / "demo.csv"
+    call_command("export", "--study", "demo", "--format", "csv", "--out", str(path), stdout=io.StringIO())
+    adjudicated = Adjudication.objects.filter(episode__study=demo).count()
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"), newline="")))
+    keep = [i for i, col in enumerate(rows[0]) if col not in ADJUDICATION_CODES]
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows([[row[i] for i in keep] for row in rows])
+    side = tmp_path / "demo.csv.manifest.json"
+    side.write_text(json.dumps({**json.loads(side.read_text()), "sha256": None}))
+    _wipe_study("demo")
+    call_command("import_dataset", str(path), stdout=io.StringIO())
+    assert adjudicated and Adjudication.objects.filter(episode__study__slug="demo").count() == adjudicated
+
+
+def test_a_single_coder_file_without_its_label_coder_is_refused(demo, tmp_path):
+    from django.contrib.auth import get_user_model
+
+    coder = get_user_model().objects.get(username="demo-coder2")
+    Study.objects.filter(pk=demo.pk).update(label_rule="single_coder", label_coder=coder)
+    path = tmp_path / "demo.jsonl"
+    call_command("export", "--study", "demo", "--format", "jsonl", "--out", str(path), stdout=io.StringIO())
+    side = tmp_path / "demo.jsonl.manifest.json"
+    side.write_text(json.dumps({**json.loads(side.read_text()), "label_coder": None}))
+    _wipe_study("demo")
+    with pytest.raises(CommandError, match="names no label_coder"):
+        call_command("import_dataset", str(path), stdout=io.StringIO())
+    assert not Study.objects.filter(slug="demo").exists()
+
+
 def test_an_export_holds_labels_coders_and_provenance(demo, tmp_path):
     path = tmp_path / "demo.jsonl"
     call_command("export", "--study", "demo", "--format", "jsonl", "--out", str(path), stdout=io.StringIO())

@@ -92,6 +92,8 @@ def test_early_batches_commit_with_a_checkpoint_and_store_what_a_serial_import_d
     states: list[dict] = []
     result = services.import_file_resumable(study=study, path=path, on_batch=states.append)
     assert made[0].written >= 2 and seen == [0]
+    # Each committed transaction bumped the data version once, under the writers' lock (issue 31).
+    assert 1 <= type(study).objects.get(pk=study.pk).data_version <= len(states)
     assert (result.created, result.unchanged, result.skipped) == (299, 0, 1)
     assert states[-1]["records"] == states[-1]["total"] == 300 and states[-1]["through"] == 30
     records = [state["records"] for state in states]

@@ -283,10 +283,10 @@ def test_next_and_the_coding_page_cost_a_fixed_number_of_queries(
         assert client.get(url(ep)).status_code == 200
     # session, user, membership, the episode (no coding of bob's); savepoint, lock the episode, end the
     # coder's lease, the coding (for its version; on PostgreSQL both in one statement), insert coding +
-    # history, count and update the episode (one compiled UPDATE), release; then the claim of the next
-    # episode in the same request: the queue's queries less session, user, membership and the resume
-    # check (the save ended bob's lease)
-    save = 11 if connection.vendor == "postgresql" else 12
+    # history, count and update the episode (one compiled UPDATE), bump the study's data version, release;
+    # then the claim of the next episode in the same request: the queue's queries less session, user,
+    # membership and the resume check (the save ended bob's lease)
+    save = 12 if connection.vendor == "postgresql" else 13
     with django_assert_num_queries(save + 7 + heads):
         assert client.post(url(ep), post_data(action="next")).status_code == 302
     # session, user, membership, the episode (with the id of bob's coding), his coding, all codings

@@ -1,0 +1,208 @@
+"""Step "analysis" of bench/scale_bench.py (issue 31): the analysis of a big study, fresh and from its stored result.
+
+    python bench/scale_bench.py --only analysis --quick   # 20,000 episodes
+    python bench/scale_bench.py --only analysis           # 1,000,000 episodes
+
+All N issues are imported (a quarter turned into literature, one paper per four documents, so the default
+GitHub - literature contrast and its sensitivity checks have both kinds), 20% are coded twice (1% of those
+disagreeing). Then, in this process:
+- analysis_fresh_s: a "bootstrap" job with B = 2,000 (one chunk: labels read, replicates drawn, the document
+  with its sensitivity checks built and stored), run as a worker runs it (job_run);
+- analysis_page_median_ms / _p95_ms: GETs of the analysis page for those parameters through Django's full
+  stack, answered from the stored result (each response is checked to say so);
+- analysis_stale_page_median_ms: the same after one more coding (the stored result shown, marked stale);
+- coverage and agreement: the same, fresh job then page views (agreement with its default B = 1,000, and
+  only up to 100,000 episodes: its whole-label confusion matrix is quadratic in the distinct labels).
+Targets: page median <= 300 ms; fresh <= 10 s at 20,000 episodes, <= 120 s at 1,000,000.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+from bench.pages_bench import percentile
+
+B = 2_000
+SEED = 7
+AGREEMENT_MAX_N = 100_000
+
+
+def _literature_share(study) -> None:
+    """A quarter of the documents become papers, four documents a paper (clusters of literature)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE annotate_document SET kind = 'literature', cluster = 'paper-' || (id / 16)::text "
+            "WHERE study_id = %s AND id %% 4 = 0",
+            [study.pk],
+        )
+        cursor.execute("ANALYZE")
+
+
+def _job(study, kind: str, params: dict) -> tuple[float, dict]:
+    from annotate.jobs.runner import job_run
+    from annotate.models import Job
+
+    job = Job.objects.create(kind=kind, study=study, params=params)
+    t0 = time.perf_counter()
+    job = job_run(job_id=job.pk)
+    seconds = time.perf_counter() - t0
+    if job.status != "success":
+        raise SystemExit(f"{kind} job failed: {job.error}")
+    return seconds, job.result
+
+
+def _views(client, url: str, requests: int, expect: str) -> dict:
+    """Wall and CPU milliseconds of GETs of `url` (the CPU time shows what a loaded machine adds to the wall)."""
+    times, cpu = [], []
+    for i in range(requests + 1):
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = client.get(url)
+        ms, cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+        assert r.status_code == 200 and expect in r.content.decode(), (url, r.status_code)
+        if i:  # the first view warms the caches of the process, as a worker's first request would
+            times.append(ms)
+            cpu.append(cpu_ms)
+    return {"median_ms": round(statistics.median(times), 1), "p95_ms": round(percentile(times, 0.95), 1),
+            "cpu_median_ms": round(statistics.median(cpu), 1)}  # fmt: skip
+
+
+def _slowest(client, url: str, top: int = 3) -> list:
+    """The request's slowest queries (seconds, SQL head): where a page's wall time goes beyond its CPU."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        client.get(url)
+    ranked = sorted(ctx.captured_queries, key=lambda q: -float(q["time"]))[:top]
+    return [[float(q["time"]), q["sql"][:160]] for q in ranked] + [["queries", len(ctx.captured_queries)]]
+
+
+def analysis_steps(args, work, n: int, big, users, log, write_issues, run_import, code_episodes) -> tuple:
+    """The figures and targets of `--only analysis`."""
+    coded, disagreeing = n // 5, n // 100
+    path = work / "big.jsonl"
+    write_issues(path, n, max(1, n * 3 // 20), seed=len("big"))
+    t0 = time.perf_counter()
+    assert run_import(big.slug, path)["created"] == n  # the job deletes the file
+    _literature_share(big)
+    code_episodes(big, (users["c1"], users["c2"]), coded, disagreeing, seed=1)
+    log(f"imported {n:,} issues (a quarter as papers), coded {coded:,} twice in {time.perf_counter() - t0:.1f} s")
+    return analysis_measure(args, n, big, users, log)
+
+
+def analysis_measure(args, n: int, big, users, log) -> tuple:
+    """The timed part, on a study built as above (also run alone on a kept database: bench/analysis_scale.py)."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from annotate.analysis.arrays import codebook_axes
+    from annotate.analysis.params import parse_params
+    from annotate.analysis.results import agreement_key, analysis_key, coverage_key
+    from annotate.coding.selectors import codebook_picker
+    from annotate.coding.services import CodingValues, coding_save
+    from annotate.models import AnalysisResult, Episode
+
+    coded = n // 5
+    params = parse_params(codebook_axes(big), bootstrap=B, seed=SEED)
+    # A worker has its URLconf loaded after its first job; loading it (it imports every API view) is not the
+    # analysis's cost, and took 2 s of the first job's time.
+    reverse("analysis_page", args=[big.slug])
+    load0 = os.getloadavg()[0]
+    fresh_s, _ = _job(big, "bootstrap", {"bootstrap": B, "seed": SEED, "chunks": 1,
+                                               "result_key": analysis_key(params)})  # fmt: skip
+    stored = AnalysisResult.objects.get(study=big, kind="analysis")
+    doc = stored.document
+    checks = [c["check"] for c in doc["contrast"].get("sensitivity", [])]
+    labelled = doc["data"]["labelled_primary"]
+    log(f"load average {load0:.1f}; analysis job, B = {B:,} with the sensitivity checks "
+        f"({', '.join(checks) or 'none'}): {fresh_s:.2f} s "
+        f"({labelled:,} labelled episodes, {[k['n_clusters'] for k in doc['kinds']]} clusters)")  # fmt: skip
+    assert len(checks) == 4, "the contrast has no sensitivity checks: the bench would not measure them"
+
+    client = Client()
+    client.force_login(users["owner"])
+    requests = 20 if args.quick else 30
+    url = f"/studies/{big.slug}/analysis/?bootstrap={B}&seed={SEED}"
+    page = _views(client, url, requests, "Stored result")
+    page["slowest_queries"] = _slowest(client, url)
+    log(f"analysis page from the stored result: median {page['median_ms']} ms (CPU {page['cpu_median_ms']} ms), "
+        f"p95 {page['p95_ms']} ms; slowest queries {page['slowest_queries']}")  # fmt: skip
+
+    cov_s, _ = _job(big, "coverage", {"result_key": coverage_key()})
+    cov_page = _views(client, f"/studies/{big.slug}/coverage/", requests, "Stored result")
+    log(f"coverage job {cov_s:.2f} s, page median {cov_page['median_ms']} ms")
+    agr_s = agr_page = None
+    if n <= AGREEMENT_MAX_N:
+        agr_s, _ = _job(big, "agreement", {"bootstrap": 1000, "seed": 0,
+                                           "result_key": agreement_key(bootstrap=1000, seed=0)})  # fmt: skip
+        agr_page = _views(client, f"/studies/{big.slug}/agreement/", max(3, requests // 4), "Stored result")
+        size = len(json.dumps(AnalysisResult.objects.get(study=big, kind="agreement").document)) / 2**20
+        log(f"agreement job {agr_s:.2f} s, page median {agr_page['median_ms']} ms, document {size:.1f} MB")
+    else:
+        log(f"agreement: skipped above {AGREEMENT_MAX_N:,} episodes (its whole-label confusion matrix grows with "
+            "the square of the distinct labels: random codes give thousands)")  # fmt: skip
+
+    by_code = codebook_picker(big.codebook).value_by_code
+    values = CodingValues(failure_type=codebook_picker(big.codebook).types[0], source=by_code["source"]["llm"],
+                          stage=by_code["stage"]["setup"], capability=by_code["capability"]["memory"])  # fmt: skip
+    one = Episode.objects.filter(study=big, n_codings=0).order_by("id").select_related("study", "document").first()
+    coding_save(episode=one, coder=users["c1"], version=None, values=values)
+    stale = _views(client, url, requests, "Stale")
+    log(f"analysis page after one more coding (stale, stored result shown): median {stale['median_ms']} ms")
+
+    summary = {
+        "bench": "scale", "only": "analysis", "episodes": n, "coded": coded, "labelled": labelled,
+        "bootstrap_B": B, "analysis_fresh_s": round(fresh_s, 2),
+        "analysis_page_median_ms": page["median_ms"], "analysis_page_p95_ms": page["p95_ms"],
+        "analysis_page_cpu_median_ms": page["cpu_median_ms"],
+        "analysis_stale_page_median_ms": stale["median_ms"],
+        "coverage_fresh_s": round(cov_s, 2), "coverage_page_median_ms": cov_page["median_ms"],
+        "agreement_fresh_s": round(agr_s, 2) if agr_s else None,
+        "agreement_page_median_ms": agr_page["median_ms"] if agr_page else None,
+        "stored_document_kb": round(len(json.dumps(doc)) / 1024, 1), "quick": args.quick,
+        "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
+    }  # fmt: skip
+    limit = 10 if n <= 20_000 else 120
+    targets = {
+        "analysis page median <= 300 ms": page["median_ms"] <= 300,
+        f"fresh analysis <= {limit} s": fresh_s <= limit,
+        "stale page median <= 300 ms": stale["median_ms"] <= 300,
+    }
+    return summary, targets
+
+
+if __name__ == "__main__":  # the timed part alone, on a database a killed run of scale_bench left behind
+    import argparse
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("FAULTLINE_DEV", "1")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from annotate.models import AnalysisResult, Episode, Job, Study
+
+    settings.ALLOWED_HOSTS = ["*"]
+    parser = argparse.ArgumentParser(description="the timed part of scale_bench --only analysis")
+    parser.add_argument("--quick", action="store_true")
+    cli = parser.parse_args()
+    big = Study.objects.get(slug="big")
+    AnalysisResult.objects.filter(study=big).delete()  # every figure from a fresh start
+    Job.objects.filter(study=big, status__in=["pending", "running"]).update(status="failed", error="bench restart")
+    users = {u.username: u for u in get_user_model().objects.filter(username__in=("owner", "c1"))}
+    summary, targets = analysis_measure(cli, Episode.objects.filter(study=big).count(), big, users,
+                                        lambda m: print(m, file=sys.stderr, flush=True))  # fmt: skip
+    for name, ok in targets.items():
+        print(f"  {'met' if ok else 'MISSED'}: {name}", file=sys.stderr)
+    summary["targets_missed"] = [name for name, ok in targets.items() if not ok]
+    print(json.dumps(summary))
