@@ -56,7 +56,9 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "codebook_revert": ("POST", (LOGIN, 404, 403, 403, 404), {}),  # owners only; no such move: 404
     "report_run": ("POST", (LOGIN, 404, 302, 403, 302), {}),  # starts the report job, like the analysis
     "report_download": ("GET", (LOGIN, 404, 404, 403, 404), {}),  # the world's job is no report: 404
-    "api-report": ("GET", API_REPORT, {}),  # an unknown event: "waiting for the worker"
+    "api-report": ("GET", API_REPORT, {}),
+    "agreement_run": ("POST", (LOGIN, 404, 403, 403, 302), {}),  # computed from everyone's codings: not for blind Bob
+    "coverage_run": ("POST", (LOGIN, 404, 403, 403, 302), {}),  # an unknown event: "waiting for the worker"
     "incident_bulk": ("POST", (LOGIN, 404, 403, 302, 302), {}),  # nothing selected: back with a message
     "study_import": ("POST", (LOGIN, 404, 403, 403, 400), {}),  # no file: 400 with the message
     "coding_next": ("POST", POST_WRITE, {}),  # claims a place, so a POST; its GET claims nothing

@@ -393,7 +393,6 @@ def coding_write(
         )
     if from_suggestion is not None:
         _suggestion_mark_used(suggestion=from_suggestion, episode=episode, values=values, user=coder)
-    # `absent`: the caller read, under the episode's lock, that the coder has no coding of it.
     current = None if absent else Coding.objects.select_for_update().filter(episode=episode, coder=coder).first()
     if current is None and not locked:
         # Every first coding is written under the episode's row lock, so two first codings of one

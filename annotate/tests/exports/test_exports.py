@@ -102,7 +102,7 @@ def test_a_single_coder_study_round_trips_with_its_label_coder(demo, tmp_path, f
     again = tmp_path / f"again.{fmt}"
     call_command("export", "--study", "demo", "--format", fmt, "--out", str(again), stdout=io.StringIO())
 
-    assert again.read_bytes() == first.read_bytes()
+    assert _without_ids(again, fmt) == _without_ids(first, fmt)  # the new study's episodes have new ids
     assert json.loads((tmp_path / f"again.{fmt}.manifest.json").read_text())["label_coder"] == name
 
 

@@ -107,7 +107,7 @@ def test_a_transfer_costs_the_same_queries_for_2_or_12_incidents(study, ops, ali
         return len([q for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"]])
 
     few, many = transfer(2), transfer(12)
-    assert few == many <= 12
+    assert few == many <= 14  # with the two studies' data versions
 
 
 def test_the_board_offers_the_move_to_its_owner_only(client, study, ops, alice, bob, stray):

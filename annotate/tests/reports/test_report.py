@@ -17,6 +17,7 @@ from annotate.analysis.documents import KIND_LABELS
 from annotate.models import Episode, Study
 from annotate.reports.bundle import labels_sha256
 from annotate.reports.render import read_html_tables, read_tex_tables
+from lib import stats
 
 B = "300"  # replicates: enough to exercise every interval, quick enough for a test
 
@@ -73,7 +74,7 @@ def test_it_writes_the_bundle_reproduce_recomputes_it_and_names_a_changed_label(
     assert matrix.rows[3][4].startswith("28 · 60.9%\n[")
     methods = (out / "methods.txt").read_text(encoding="utf-8")
     for needle in ("agentic-failures@1.0", "k = 2", "blind", "adjudicated", "Krippendorff", "Gwet's AC1",
-                   "Korn-Graubard (Clopper-Pearson on the design-effect effective sample size)", f"B = {B}",
+                   stats.CELL_METHOD_NAMES[stats.DEFAULT_CELL_METHOD], f"B = {B}",
                    "seed 0", "leave one cluster out", "Faultline 0.1.0"):  # fmt: skip
         assert needle in methods, needle
     tex = (out / "tables.tex").read_text(encoding="utf-8")
@@ -104,6 +105,7 @@ def test_it_writes_the_bundle_reproduce_recomputes_it_and_names_a_changed_label(
     stages = {s["code"]: s["name"] for s in json.loads((out / "codebook.json").read_text())["axes"]["stage"]}
     old, new = row["label_stage"], next(c for c in stages if c != row["label_stage"])
     row["label_stage"], row["label_stage_name"] = new, stages[new]
+    row["adjudication_stage"] = new  # an adjudicated label is the adjudication's codes, which the import reads
     _write_rows(export, rows)
     text, err = _reproduce(out)
     assert err is not None and "numbers differ" in str(err)
@@ -116,7 +118,7 @@ def test_it_writes_the_bundle_reproduce_recomputes_it_and_names_a_changed_label(
     assert Study.objects.count() == studies
 
     # An export that no longer loads is named as such, and nothing is left behind either.
-    row["label_failure_type"] = "NOT-A-TYPE"
+    row["label_failure_type"] = row["adjudication_failure_type"] = "NOT-A-TYPE"
     _write_rows(export, rows)
     text, err = _reproduce(out)
     assert err is not None and "does not load" in str(err) and "NOT-A-TYPE" in str(err)
