@@ -1,5 +1,6 @@
-"""Parsers for agent traces: OTLP/JSON (OpenTelemetry GenAI conventions), OpenInference spans
-(Arize Phoenix), Who&When multi-agent logs and MAST trace records.
+"""Parsers for agent traces: OTLP/JSON (OpenTelemetry GenAI conventions), OpenInference spans, Langfuse trace
+exports, Arize Phoenix span exports, Who&When multi-agent logs and MAST trace records: one registry, FORMATS,
+that the command, the API and the upload form all offer.
 
 Parsers are pure, like annotate.imports.parsers: they read JSON and return `TraceRecord`s (a
 Document record, its steps, a reference attribution and artifacts) without touching the
@@ -18,12 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from annotate.imports.parsed import ImportFileError
+from annotate.traces._langfuse import langfuse_spans
 from annotate.traces._logs import parse_mast, parse_whowhen
+from annotate.traces._phoenix import phoenix_spans
 from annotate.traces._spans import _span_records, openinference_spans, otlp_spans
 from annotate.traces.parsed import TraceRecord
 from lib import safejson
 
-FORMATS = ("otlp", "openinference", "whowhen", "mast")
+FORMATS = ("otlp", "openinference", "langfuse", "phoenix", "whowhen", "mast")
+# Formats whose JSON Lines files hold one span (or observation) a line, all of them one export.
+_LINE_PER_SPAN = {"openinference", "phoenix", "langfuse"}
 TRACE_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
 
 
@@ -76,6 +81,11 @@ def parse_trace_value(data: Any, fmt: str, where: str) -> list[TraceRecord]:
         return _span_records(otlp_spans(data, where), "otlp", where)
     if fmt == "openinference":
         return _span_records(openinference_spans(data, where), "openinference", where)
+    if fmt == "langfuse":
+        spans, titles = langfuse_spans(data, where)
+        return _span_records(spans, "langfuse", where, titles=titles)
+    if fmt == "phoenix":
+        return _span_records(phoenix_spans(data, where), "phoenix", where)
     raise ImportFileError(f"unknown trace format '{fmt}': use one of {', '.join(FORMATS)}")
 
 
@@ -96,7 +106,7 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
 
 
 def iter_trace_records(path: Path, fmt: str) -> Iterator[TraceRecord]:
-    if fmt == "openinference" and path.suffix.lower() in (".jsonl", ".ndjson"):
+    if fmt in _LINE_PER_SPAN and path.suffix.lower() in (".jsonl", ".ndjson"):
         spans: list[Any] = [value for value, _ in _json_items(path)]
         yield from parse_trace_value(spans, fmt, path.name)
         return

@@ -1,0 +1,189 @@
+"""Langfuse trace exports as spans: the JSON its UI downloads ({"trace", "observations"}), its public API returns
+(GET /api/public/traces/{id}: a trace with its observations; GET /api/public/observations: {"data": [...]}), or a
+list / JSON Lines of either.
+
+Langfuse keeps an OpenTelemetry span's attributes under `metadata.attributes` (JSON text parsed into objects) and
+moves the GenAI message attributes and token usage it maps into its own `input`, `output` and `usageDetails`. For
+spans a producer sent over OpenTelemetry that is undone: objects back to JSON text, the moved input and output
+back under `gen_ai.input.messages`/`gen_ai.output.messages` (message lists) or `input.value`/`output.value`, usage
+back under `gen_ai.usage.*`, so the spans map exactly as the producer's OTLP export would (annotate.traces._spans).
+Nothing Langfuse inferred about such a span (its observation type, the cost it computed) is carried over.
+
+Observations written by Langfuse's own SDKs (decorators, the OpenAI/LangChain integrations) have no attributes:
+their Langfuse fields are the only source, so a GENERATION is a model call (model, usage and the cost Langfuse
+shows), a TOOL a tool call, an AGENT an agent run, every other type a step with its input and output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from annotate.imports.parsed import ImportFileError
+from annotate.traces._spans import Span, _iso
+from lib import safejson
+
+_INPUT_KEYS = (
+    "input.value", "gen_ai.input.messages", "gen_ai.prompt.", "llm.input_messages.", "tool_arguments",
+    "gen_ai.tool.call.arguments", "gcp.vertex.agent.llm_request", "gcp.vertex.agent.tool_call_args",
+    "ai.prompt.messages", "ai.toolCall.args",
+)  # fmt: skip
+_OUTPUT_KEYS = (
+    "output.value", "gen_ai.output.messages", "gen_ai.completion.", "llm.output_messages.", "tool_response",
+    "gen_ai.tool.call.result", "gcp.vertex.agent.llm_response", "gcp.vertex.agent.tool_response",
+    "ai.response.text", "ai.response.toolCalls", "ai.toolCall.result",
+)  # fmt: skip
+_USAGE_KEYS = ("gen_ai.usage.", "llm.token_count.", "ai.usage.")
+_SDK_SCOPES = {"langfuse-sdk", "langfuse"}
+_LLM_TYPES = {"GENERATION", "EMBEDDING"}
+_KNOWN = 'a Langfuse trace download ({"trace", "observations"}), a trace from its API with its observations, or {"data": [observations]}'  # noqa: E501
+
+
+def _attr(v: Any) -> Any:
+    """A value as the OTLP attribute it was before Langfuse parsed it: objects as JSON text, scalars as they are."""
+    if isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, list) and all(isinstance(x, bool | int | float | str) for x in v):
+        return v
+    if v is None:
+        return ""
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _is_messages(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(m, dict) and "role" in m for m in v)
+
+
+def _put_io(attrs: dict, o: dict) -> None:
+    if o.get("input") is not None and not any(k.startswith(_INPUT_KEYS) for k in attrs):
+        attrs["gen_ai.input.messages" if _is_messages(o["input"]) else "input.value"] = _attr(o["input"])
+    if o.get("output") is not None and not any(k.startswith(_OUTPUT_KEYS) for k in attrs):
+        attrs["gen_ai.output.messages" if _is_messages(o["output"]) else "output.value"] = _attr(o["output"])
+
+
+def _usage(o: dict) -> dict:
+    usage = o.get("usageDetails") or o.get("usage") or {}
+    return usage if isinstance(usage, dict) else {}
+
+
+def _restore(attrs: dict, o: dict) -> dict:
+    """An OpenTelemetry span's attributes with what Langfuse moved out of them put back."""
+    attrs = {k: _attr(v) for k, v in attrs.items()}
+    if "ai.operationId" in attrs:  # Vercel AI SDK: its documented `ai.*` names
+        _restore_vercel(attrs, o)
+    _put_io(attrs, o)
+    usage = _usage(o)
+    if usage and not any(k.startswith(_USAGE_KEYS) for k in attrs):
+        for ours, theirs in (("input_tokens", "input"), ("output_tokens", "output")):
+            if theirs in usage:
+                attrs[f"gen_ai.usage.{ours}"] = usage[theirs]
+    return attrs
+
+
+def _restore_vercel(attrs: dict, o: dict) -> None:
+    if attrs["ai.operationId"] == "ai.toolCall":
+        attrs.setdefault("ai.toolCall.args", _attr(o.get("input")))
+        attrs.setdefault("ai.toolCall.result", _attr(o.get("output")))
+        return
+    if not str(attrs["ai.operationId"]).endswith((".doGenerate", ".doStream")):
+        return  # the SDK call's own span: its prompt and result stay as input and output values
+    attrs.setdefault("ai.prompt.messages", _attr(o.get("input")))
+    out = o.get("output")
+    if isinstance(out, str) and out[:1] in "[{":
+        with contextlib.suppress(safejson.JSONError):
+            out = safejson.loads(out, allow_nul=True)
+    if isinstance(out, list):
+        attrs.setdefault("ai.response.toolCalls", _attr(out))
+    elif out is not None:
+        attrs.setdefault("ai.response.text", _attr(out))
+
+
+def _sdk_attrs(o: dict) -> dict:
+    """Attributes for an observation Langfuse's own SDK wrote. Its SDK sends the observation type as the span
+    attribute `langfuse.observation.type` (annotate.traces._spans reads it as the span kind) and model, usage,
+    cost, input and output as attributes Langfuse moves into its own fields: they are all there is."""
+    kind = str(o.get("type") or "SPAN").upper()
+    attrs: dict[str, Any] = {"langfuse.observation.type": kind} if kind != "SPAN" else {}  # SPAN: the default
+    if kind in _LLM_TYPES:
+        if o.get("model"):
+            attrs["gen_ai.request.model"] = str(o["model"])
+        usage = _usage(o)
+        for ours, theirs in (("input_tokens", "input"), ("output_tokens", "output"), ("total_tokens", "total")):
+            if isinstance(usage.get(theirs), int | float):
+                attrs[f"gen_ai.usage.{ours}"] = usage[theirs]
+        cost = o.get("totalCost") or o.get("calculatedTotalCost")
+        if isinstance(cost, int | float) and cost > 0:
+            attrs["gen_ai.usage.cost"] = cost
+    elif kind == "TOOL":
+        attrs["gen_ai.tool.name"] = str(o.get("name") or "")
+    _put_io(attrs, o)
+    return attrs
+
+
+def _observation_span(o: Any, n: int, where: str) -> Span:
+    at = f"{where} observation {n + 1}"
+    if not isinstance(o, dict):
+        raise ImportFileError(f"{at}: an observation must be an object")
+    if not o.get("id") or not o.get("traceId"):
+        raise ImportFileError(f"{at}: an observation needs 'id' and 'traceId'")
+    meta = o.get("metadata") or {}
+    if isinstance(meta, str):
+        try:
+            meta = safejson.loads(meta, allow_nul=True)
+        except safejson.JSONError:
+            meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    scope = (meta.get("scope") or {}).get("name") if isinstance(meta.get("scope"), dict) else ""
+    attrs = meta.get("attributes") if isinstance(meta.get("attributes"), dict) else {}
+    attrs = _sdk_attrs(o) if scope in _SDK_SCOPES or not attrs else _restore(attrs, o)
+    resource = meta.get("resourceAttributes") if isinstance(meta.get("resourceAttributes"), dict) else {}
+    error = str(o.get("level") or "").upper() == "ERROR"
+    return Span(
+        trace_id=str(o["traceId"]),
+        span_id=str(o["id"]),
+        parent_id=str(o.get("parentObservationId") or ""),
+        name=str(o.get("name") or ""),
+        start=_iso(o.get("startTime"), "startTime", at),
+        end=_iso(o.get("endTime"), "endTime", at),
+        status="error" if error else "",
+        status_message=str(o.get("statusMessage") or "") if error else "",
+        attrs=attrs,
+        service=str(resource.get("service.name") or ""),
+        order=n,
+    )
+
+
+def _observations(data: Any, where: str) -> list[Any]:
+    """The observations of any accepted shape, in file order."""
+    if isinstance(data, list):
+        if all(isinstance(d, dict) and "observations" in d for d in data):
+            return [o for d in data for o in _observations(d, where)]
+        return data
+    if not isinstance(data, dict):
+        raise ImportFileError(f"{where}: a Langfuse export must be {_KNOWN}")
+    if isinstance(data.get("data"), list):  # API list responses: observations, or traces with theirs
+        return _observations(data["data"], where)
+    obs = data.get("observations")
+    if obs is None and isinstance(data.get("trace"), dict):
+        obs = data["trace"].get("observations")
+    if not isinstance(obs, list):
+        raise ImportFileError(f"{where}: a Langfuse export must be {_KNOWN}; this one has no 'observations' list")
+    if obs and all(isinstance(o, str) for o in obs):
+        raise ImportFileError(
+            f"{where}: its observations are only ids (the trace list of Langfuse's API); download each trace "
+            "with its observations (GET /api/public/traces/{id}, or Download in the trace view)"
+        )
+    return obs
+
+
+def langfuse_spans(data: Any, where: str) -> tuple[list[Span], dict[str, str]]:
+    """Spans of a Langfuse export, and the traces' names by trace id (a Langfuse trace's own title)."""
+    observations = _observations(data, where)
+    if not observations:
+        raise ImportFileError(f"{where}: the Langfuse export holds no observations")
+    names: dict[str, str] = {}
+    for d in data if isinstance(data, list) else [data.get("trace") or data] if isinstance(data, dict) else []:
+        if isinstance(d, dict) and d.get("id") and d.get("name") and "traceId" not in d:
+            names[str(d["id"])] = str(d["name"])
+    return [_observation_span(o, n, where) for n, o in enumerate(observations)], names
