@@ -55,11 +55,19 @@ def _is_messages(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(m, dict) and "role" in m for m in v)
 
 
-def _put_io(attrs: dict, o: dict) -> None:
-    if o.get("input") is not None and not any(k.startswith(_INPUT_KEYS) for k in attrs):
-        attrs["gen_ai.input.messages" if _is_messages(o["input"]) else "input.value"] = _attr(o["input"])
-    if o.get("output") is not None and not any(k.startswith(_OUTPUT_KEYS) for k in attrs):
-        attrs["gen_ai.output.messages" if _is_messages(o["output"]) else "output.value"] = _attr(o["output"])
+def _put_io(attrs: dict, o: dict, *, one_message: bool = False) -> None:
+    """Langfuse's input and output back under the attribute they came from; `one_message`: a lone {role, content}
+    (what Langfuse's OpenAI integration records as a generation's output) is a message list of one."""
+    for field, keys, messages, value in (
+        ("input", _INPUT_KEYS, "gen_ai.input.messages", "input.value"),
+        ("output", _OUTPUT_KEYS, "gen_ai.output.messages", "output.value"),
+    ):
+        v = o.get(field)
+        if v is None or any(k.startswith(keys) for k in attrs):
+            continue
+        if one_message and isinstance(v, dict) and "role" in v and ("content" in v or "tool_calls" in v):
+            v = [v]
+        attrs[messages if _is_messages(v) else value] = _attr(v)
 
 
 def _usage(o: dict) -> dict:
@@ -115,9 +123,7 @@ def _sdk_attrs(o: dict) -> dict:
         cost = o.get("totalCost") or o.get("calculatedTotalCost")
         if isinstance(cost, int | float) and cost > 0:
             attrs["gen_ai.usage.cost"] = cost
-    elif kind == "TOOL":
-        attrs["gen_ai.tool.name"] = str(o.get("name") or "")
-    _put_io(attrs, o)
+    _put_io(attrs, o, one_message=kind in _LLM_TYPES)
     return attrs
 
 
