@@ -89,6 +89,29 @@ def parse_trace_value(data: Any, fmt: str, where: str) -> list[TraceRecord]:
     raise ImportFileError(f"unknown trace format '{fmt}': use one of {', '.join(FORMATS)}")
 
 
+def _span_dicts(items: Any) -> bool:
+    return isinstance(items, list) and bool(items) and all(isinstance(s, dict) and "context" in s for s in items)
+
+
+def trace_format_of(trace: Any) -> str:
+    """The span format a JSON value is in, by its shape, or "" for none: OTLP's `resourceSpans`; a Langfuse
+    download or API trace (`observations`), or its observation list (`data` of objects with `traceId`); Phoenix's
+    API answer (`data` of spans with `context`); a plain list of OpenInference spans."""
+    if isinstance(trace, dict):
+        data = trace.get("data")
+        if "resourceSpans" in trace:
+            return "otlp"
+        if isinstance(trace.get("observations"), list):
+            return "langfuse"
+        if isinstance(data, list) and data and all(isinstance(o, dict) and "traceId" in o for o in data):
+            return "langfuse"
+        if _span_dicts(data):
+            return "phoenix"
+    if _span_dicts(trace):
+        return "openinference"
+    return ""
+
+
 def trace_files(paths: list[str | Path]) -> list[Path]:
     """Each path a file, or a folder whose .json/.jsonl files are read (recursively, in name order)."""
     files: list[Path] = []
