@@ -183,13 +183,28 @@ def _observations(data: Any, where: str) -> list[Any]:
     return obs
 
 
-def langfuse_spans(data: Any, where: str) -> tuple[list[Span], dict[str, str]]:
-    """Spans of a Langfuse export, and the traces' names by trace id (a Langfuse trace's own title)."""
+# What a Langfuse trace says about itself that a coder may want beside the steps (kept in the document's meta).
+_TRACE_META = ("userId", "sessionId", "tags", "release", "version", "environment", "timestamp", "htmlPath")
+
+
+def _trace_of(d: Any) -> dict | None:
+    """The trace object of a download ({"trace": {...}}) or an API trace (the object itself), if any."""
+    if not isinstance(d, dict):
+        return None
+    t = d.get("trace") if isinstance(d.get("trace"), dict) else d
+    return t if t.get("id") and "traceId" not in t else None
+
+
+def langfuse_spans(data: Any, where: str) -> tuple[list[Span], dict[str, dict]]:
+    """Spans of a Langfuse export, and per trace id what its trace object says: its name as "title", its user,
+    session, tags, release, environment and time as "meta" (Langfuse's own fields, under `langfuse`)."""
     observations = _observations(data, where)
     if not observations:
         raise ImportFileError(f"{where}: the Langfuse export holds no observations")
-    names: dict[str, str] = {}
-    for d in data if isinstance(data, list) else [data.get("trace") or data] if isinstance(data, dict) else []:
-        if isinstance(d, dict) and d.get("id") and d.get("name") and "traceId" not in d:
-            names[str(d["id"])] = str(d["name"])
-    return [_observation_span(o, n, where) for n, o in enumerate(observations)], names
+    traces: dict[str, dict] = {}
+    items = data if isinstance(data, list) else data.get("data") if isinstance(data, dict) else None
+    for d in items if isinstance(items, list) else [data]:
+        if (t := _trace_of(d)) is not None:
+            meta = {k: t[k] for k in _TRACE_META if t.get(k) not in (None, "", [])}
+            traces[str(t["id"])] = {"title": str(t.get("name") or ""), "meta": {"langfuse": meta} if meta else {}}
+    return [_observation_span(o, n, where) for n, o in enumerate(observations)], traces

@@ -401,8 +401,9 @@ def spans_to_steps(spans: list[Span]) -> list[Step]:
     return steps
 
 
-def _span_records(spans: list[Span], fmt: str, where: str, titles: dict[str, str] | None = None) -> list[TraceRecord]:
-    """One TraceRecord per trace id; `titles` are names the source gives its traces (Langfuse's trace name)."""
+def _span_records(spans: list[Span], fmt: str, where: str, traces: dict[str, dict] | None = None) -> list[TraceRecord]:
+    """One TraceRecord per trace id; `traces` holds what the source says about a trace beyond its spans (Langfuse's
+    trace name as "title", its user, session, tags, ... as "meta")."""
     by_trace: dict[str, list[Span]] = {}
     for s in spans:
         by_trace.setdefault(s.trace_id, []).append(s)
@@ -414,14 +415,15 @@ def _span_records(spans: list[Span], fmt: str, where: str, titles: dict[str, str
         agents = trace_summary(steps)["agents"]
         cluster = service or (agents[0] if agents else fmt)
         title = f"{root.name}" + (f" ({root.agent})" if root and root.agent else "") if root else trace_id
-        title = (titles or {}).get(trace_id) or title
+        told = (traces or {}).get(trace_id) or {}
+        title = told.get("title") or title
         record = _record(
             fmt=fmt,
             external_id=f"{fmt}:{trace_id}",
             cluster=cluster,
             title=title,
             steps=steps,
-            meta={"trace_id": trace_id, "service": service},
+            meta={**told.get("meta", {}), "trace_id": trace_id, "service": service},
             raw={"trace_id": trace_id, "spans": len(group)},
         )
         out.append(TraceRecord(record, steps, {}))

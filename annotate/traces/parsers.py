@@ -82,8 +82,8 @@ def parse_trace_value(data: Any, fmt: str, where: str) -> list[TraceRecord]:
     if fmt == "openinference":
         return _span_records(openinference_spans(data, where), "openinference", where)
     if fmt == "langfuse":
-        spans, titles = langfuse_spans(data, where)
-        return _span_records(spans, "langfuse", where, titles=titles)
+        spans, traces = langfuse_spans(data, where)
+        return _span_records(spans, "langfuse", where, traces=traces)
     if fmt == "phoenix":
         return _span_records(phoenix_spans(data, where), "phoenix", where)
     raise ImportFileError(f"unknown trace format '{fmt}': use one of {', '.join(FORMATS)}")

@@ -117,6 +117,8 @@ def test_the_api_imports_a_langfuse_sdk_trace_with_its_model_usage_and_error(stu
     assert response.status_code == 201, response.content
     doc = Document.objects.get(pk=response.json()["traces"][0]["document"])
     assert doc.title == "refund-bot" and doc.external_id == "langfuse:lf-trace-1"
+    assert doc.meta["langfuse"] == {"userId": "u-7", "sessionId": "s-1", "tags": ["prod"],
+                                    "timestamp": "2026-02-01T10:00:00.000Z"}  # fmt: skip
     steps = {s.name: s for s in stored(doc)}
     assert [(s.name, s.kind, s.agent) for s in stored(doc)] == [
         ("refund_agent", "other", "refund_agent"),
