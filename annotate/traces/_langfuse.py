@@ -70,9 +70,15 @@ def _put_io(attrs: dict, o: dict, *, one_message: bool = False) -> None:
         attrs[messages if _is_messages(v) else value] = _attr(v)
 
 
+# Older Langfuse APIs (v2) name usage {promptTokens, completionTokens, totalTokens} beside {input, output, total}.
+_OLD_USAGE = {"promptTokens": "input", "completionTokens": "output", "totalTokens": "total"}
+
+
 def _usage(o: dict) -> dict:
     usage = o.get("usageDetails") or o.get("usage") or {}
-    return usage if isinstance(usage, dict) else {}
+    if not isinstance(usage, dict):
+        return {}
+    return {**{new: usage[old] for old, new in _OLD_USAGE.items() if usage.get(old) is not None}, **usage}
 
 
 def _restore(attrs: dict, o: dict) -> dict:

@@ -136,6 +136,11 @@ def test_the_api_imports_a_langfuse_sdk_trace_with_its_model_usage_and_error(stu
 
 def test_the_api_imports_langfuses_observation_list_as_one_document_per_trace(study, alice):
     first = langfuse_sdk_trace()["observations"]
+    first[1] = {
+        **first[1],
+        "usageDetails": None,
+        "usage": {"promptTokens": 7, "completionTokens": 5, "totalTokens": 12},
+    }
     second = [
         {**o, "traceId": "lf-trace-2", "id": f"2{o['id']}", "parentObservationId": o["parentObservationId"] and "2a"}
         for o in first
