@@ -55,6 +55,19 @@ def _is_messages(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(m, dict) and "role" in m for m in v)
 
 
+def _lift_tool_calls(m: dict) -> dict:
+    """LangChain keeps an assistant message's OpenAI tool calls in `additional_kwargs.tool_calls`."""
+    extra = m.get("additional_kwargs")
+    if not m.get("tool_calls") and isinstance(extra, dict) and isinstance(extra.get("tool_calls"), list):
+        return {**m, "tool_calls": extra["tool_calls"]}
+    return m
+
+
+def _langchain_tool_result(v: Any) -> bool:
+    """A LangChain ToolMessage ({"type": "tool", "tool_call_id", ...}): the output of a tool run."""
+    return isinstance(v, dict) and v.get("type") == "tool" and bool(v.get("tool_call_id"))
+
+
 def _put_io(attrs: dict, o: dict, *, one_message: bool = False) -> None:
     """Langfuse's input and output back under the attribute they came from; `one_message`: a lone {role, content}
     (what Langfuse's OpenAI integration records as a generation's output) is a message list of one."""
@@ -66,7 +79,9 @@ def _put_io(attrs: dict, o: dict, *, one_message: bool = False) -> None:
         if v is None or any(k.startswith(keys) for k in attrs):
             continue
         if one_message and isinstance(v, dict) and "role" in v and ("content" in v or "tool_calls" in v):
-            v = [v]
+            v = [_lift_tool_calls(v)]
+        elif one_message and _is_messages(v):
+            v = [_lift_tool_calls(m) for m in v]
         attrs[messages if _is_messages(v) else value] = _attr(v)
 
 
@@ -113,12 +128,19 @@ def _restore_vercel(attrs: dict, o: dict) -> None:
         attrs.setdefault("ai.response.text", _attr(out))
 
 
-def _sdk_attrs(o: dict) -> dict:
+def _sdk_attrs(o: dict, meta: dict) -> dict:
     """Attributes for an observation Langfuse's own SDK wrote. Its SDK sends the observation type as the span
     attribute `langfuse.observation.type` (annotate.traces._spans reads it as the span kind) and model, usage,
     cost, input and output as attributes Langfuse moves into its own fields: they are all there is."""
     kind = str(o.get("type") or "SPAN").upper()
+    if kind == "SPAN" and _langchain_tool_result(o.get("output")):
+        kind = "TOOL"  # Langfuse's LangChain callback records a tool run as a SPAN whose output is a ToolMessage
     attrs: dict[str, Any] = {"langfuse.observation.type": kind} if kind != "SPAN" else {}  # SPAN: the default
+    if kind == "TOOL" and _langchain_tool_result(o.get("output")):
+        attrs["gen_ai.tool.call.id"] = str(o["output"]["tool_call_id"])
+    node = meta.get("langgraph_node")
+    if isinstance(node, str) and node:
+        attrs["graph.node.id"] = node  # the LangGraph node it ran in: an agent of the graph
     if kind in _LLM_TYPES:
         if o.get("model"):
             attrs["gen_ai.request.model"] = str(o["model"])
@@ -148,7 +170,7 @@ def _observation_span(o: Any, n: int, where: str) -> Span:
     meta = meta if isinstance(meta, dict) else {}
     scope = (meta.get("scope") or {}).get("name") if isinstance(meta.get("scope"), dict) else ""
     attrs = meta.get("attributes") if isinstance(meta.get("attributes"), dict) else {}
-    attrs = _sdk_attrs(o) if scope in _SDK_SCOPES or not attrs else _restore(attrs, o)
+    attrs = _sdk_attrs(o, meta) if scope in _SDK_SCOPES or not attrs else _restore(attrs, o)
     resource = meta.get("resourceAttributes") if isinstance(meta.get("resourceAttributes"), dict) else {}
     error = str(o.get("level") or "").upper() == "ERROR"
     return Span(

@@ -72,6 +72,10 @@ CASES = [
     # Call ids are lists ([run id, call id]) on both the request and the execute_tool span.
     Case("microsoft-agent-2025-10-14.json", "Microsoft Agent Framework", 4, {"other": 1, "llm_call": 2, "tool_call": 1},
          [MAF], 0, [("get_weather", "ran")]),
+    # Langfuse's LangChain callback, no OTel attributes: the graph nodes "agent" and "tools" (metadata.langgraph_node)
+    # are the agents; Web-Search is a SPAN whose output is the ToolMessage answering the model's call by its id.
+    Case("langgraph-2025-08-22.json", "LangGraph", 9, {"other": 6, "llm_call": 2, "tool_call": 1},
+         ["agent", "tools"], 1, [("Web-Search", "ran")]),
     Case("llamaindex-2025-06-05.json", "LlamaIndex", 2, {"other": 1, "llm_call": 1}, [], 2, []),
     Case("google-gemini-2025-08-01.json", "Google GenAI SDK", 1, {"llm_call": 1}, [], 1, []),
     # "invoke_agent <name>" spans without gen_ai.operation.name; model spans known by gen_ai.request.model.
