@@ -55,12 +55,32 @@ def _is_messages(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(m, dict) and "role" in m for m in v)
 
 
+_LANGCHAIN_ROLES = {"ai": "assistant", "AIMessage": "assistant", "AIMessageChunk": "assistant", "human": "user",
+                    "HumanMessage": "user", "system": "system", "SystemMessage": "system", "tool": "tool",
+                    "ToolMessage": "tool"}  # fmt: skip
+
+
 def _lift_tool_calls(m: dict) -> dict:
-    """LangChain keeps an assistant message's OpenAI tool calls in `additional_kwargs.tool_calls`."""
+    """A LangChain message as a chat message: its `type` as the role, and its tool calls (LangChain's
+    [{"name", "args", "id"}], or OpenAI's kept in `additional_kwargs.tool_calls`) in OpenAI's form."""
+    if "role" not in m and m.get("type") in _LANGCHAIN_ROLES:
+        m = {**m, "role": _LANGCHAIN_ROLES[m["type"]]}
+    calls = m.get("tool_calls")
+    if isinstance(calls, list) and calls and all(isinstance(c, dict) and "args" in c for c in calls):
+        calls = [{"id": c.get("id"), "function": {"name": c.get("name"), "arguments": c["args"]}} for c in calls]
+        m = {**m, "tool_calls": calls}
     extra = m.get("additional_kwargs")
     if not m.get("tool_calls") and isinstance(extra, dict) and isinstance(extra.get("tool_calls"), list):
-        return {**m, "tool_calls": extra["tool_calls"]}
+        m = {**m, "tool_calls": extra["tool_calls"]}
     return m
+
+
+def _message_like(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and ("role" in v or v.get("type") in _LANGCHAIN_ROLES)
+        and ("content" in v or "tool_calls" in v)
+    )
 
 
 def _langchain_tool_result(v: Any) -> bool:
@@ -78,9 +98,9 @@ def _put_io(attrs: dict, o: dict, *, one_message: bool = False) -> None:
         v = o.get(field)
         if v is None or any(k.startswith(keys) for k in attrs):
             continue
-        if one_message and isinstance(v, dict) and "role" in v and ("content" in v or "tool_calls" in v):
+        if one_message and _message_like(v):
             v = [_lift_tool_calls(v)]
-        elif one_message and _is_messages(v):
+        elif one_message and isinstance(v, list) and v and all(_message_like(m) for m in v):
             v = [_lift_tool_calls(m) for m in v]
         attrs[messages if _is_messages(v) else value] = _attr(v)
 

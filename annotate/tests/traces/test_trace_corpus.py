@@ -76,6 +76,8 @@ CASES = [
     # are the agents; Web-Search is a SPAN whose output is the ToolMessage answering the model's call by its id.
     Case("langgraph-2025-08-22.json", "LangGraph", 9, {"other": 6, "llm_call": 2, "tool_call": 1},
          ["agent", "tools"], 1, [("Web-Search", "ran")]),
+    # One LangChain generation: its output is a serialized AIMessageChunk ({"type": "AIMessageChunk", "content"}).
+    Case("google-vertex-tools-langchain-2025-09-19.json", "LangChain ChatVertexAI", 1, {"llm_call": 1}, [], 1, []),
     Case("llamaindex-2025-06-05.json", "LlamaIndex", 2, {"other": 1, "llm_call": 1}, [], 2, []),
     Case("google-gemini-2025-08-01.json", "Google GenAI SDK", 1, {"llm_call": 1}, [], 1, []),
     # "invoke_agent <name>" spans without gen_ai.operation.name; model spans known by gen_ai.request.model.
@@ -148,6 +150,11 @@ def test_it_keeps_model_tokens_cost_and_finish_reason_per_step():
     assert pyd.detail["cost"] == pytest.approx(0.00008355)
     assert pyd.detail["finish_reason"] == "tool_call"
     assert pyd.detail["attributes"]["server.address"] == "api.openai.com"
+    vertex = steps_of(by_name["google-vertex-tools-langchain-2025-09-19.json"])[0]
+    assert vertex.output == "assistant: Thank you, John Smith. Which of our services are you interested in?"
+    assert (vertex.detail["model"], vertex.detail["cost"]) == ("gemini-2.5-flash", 0.00011)
+    langgraph = steps_of(by_name["langgraph-2025-08-22.json"])
+    assert langgraph[2].output == 'assistant calls Web-Search({\n "query": "example"\n})'
     oai = [s for s in steps_of(by_name["openai-agents-2025-09-30.json"]) if s.kind == "llm_call"][-1]
     assert oai.output.startswith("assistant: The weather in Tokyo is currently sunny.")
     assert (oai.detail["input_tokens"], oai.detail["output_tokens"], oai.detail["total_tokens"]) == (85, 29, 114)
