@@ -78,6 +78,10 @@ CASES = [
          ["agent", "tools"], 1, [("Web-Search", "ran")]),
     # One LangChain generation: its output is a serialized AIMessageChunk ({"type": "AIMessageChunk", "content"}).
     Case("google-vertex-tools-langchain-2025-09-19.json", "LangChain ChatVertexAI", 1, {"llm_call": 1}, [], 1, []),
+    # Langfuse SDK only: a SPAN around one GENERATION whose text and model Langfuse's fields carry.
+    Case("autogen-2025-06-06.json", "AutoGen", 2, {"other": 1, "llm_call": 1}, [], 2, []),
+    # Three root SPANs of the Assistants API calls; the unnamed GENERATION (named by its model) sits under get_response.
+    Case("openai-assistants-2024-05-29.json", "OpenAI Assistants API", 4, {"other": 3, "llm_call": 1}, [], 4, []),
     Case("llamaindex-2025-06-05.json", "LlamaIndex", 2, {"other": 1, "llm_call": 1}, [], 2, []),
     Case("google-gemini-2025-08-01.json", "Google GenAI SDK", 1, {"llm_call": 1}, [], 1, []),
     # "invoke_agent <name>" spans without gen_ai.operation.name; model spans known by gen_ai.request.model.
