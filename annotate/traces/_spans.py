@@ -202,6 +202,8 @@ def _vercel_tool(a: dict) -> bool:
     return bool(a.get("ai.toolCall.name")) or a.get("ai.operationId") == "ai.toolCall"
 
 
+# Langfuse's SDK names a span's kind in `langfuse.observation.type`: read as the OpenInference kind it matches.
+_LANGFUSE_KINDS = {"GENERATION": "LLM", "EMBEDDING": "EMBEDDING", "TOOL": "TOOL", "AGENT": "AGENT"}
 _OI_KINDS = {"LLM": StepKind.LLM_CALL, "TOOL": StepKind.TOOL_CALL, "EMBEDDING": StepKind.LLM_CALL}
 # Agent names in span names: "invoke_agent X" (GenAI convention), "agent_run [X]" (Google ADK), "X run"/"X.run".
 _AGENT_NAME = re.compile(r"^(?:invoke_agent|create_agent|agent_run)\s+\[?(?P<a>[^\]]+?)\]?$|^(?P<b>.+?)[ .]run$")
@@ -220,7 +222,9 @@ def _describe(span: Span) -> dict[str, Any]:
     """kind, name, agent, input, output, tool call ids and requested calls of one span, by either convention."""
     a = span.attrs
     op = str(a.get("gen_ai.operation.name") or "")
-    oi = str(a.get("openinference.span.kind") or "").upper()
+    oi = str(a.get("openinference.span.kind") or "").upper() or _LANGFUSE_KINDS.get(
+        a.get("langfuse.observation.type"), ""
+    )
     d: dict[str, Any] = {
         "kind": StepKind.OTHER, "name": span.name, "input": "", "output": "", "ids": (), "requests": [],
         "results": {}, "agent": _agent_attr(a), "agent_span": op in _AGENT_OPS or oi == "AGENT",
@@ -397,7 +401,9 @@ def spans_to_steps(spans: list[Span]) -> list[Step]:
     return steps
 
 
-def _span_records(spans: list[Span], fmt: str, where: str) -> list[TraceRecord]:
+def _span_records(spans: list[Span], fmt: str, where: str, traces: dict[str, dict] | None = None) -> list[TraceRecord]:
+    """One TraceRecord per trace id; `traces` holds what the source says about a trace beyond its spans (Langfuse's
+    trace name as "title", its user, session, tags, ... as "meta")."""
     by_trace: dict[str, list[Span]] = {}
     for s in spans:
         by_trace.setdefault(s.trace_id, []).append(s)
@@ -409,13 +415,15 @@ def _span_records(spans: list[Span], fmt: str, where: str) -> list[TraceRecord]:
         agents = trace_summary(steps)["agents"]
         cluster = service or (agents[0] if agents else fmt)
         title = f"{root.name}" + (f" ({root.agent})" if root and root.agent else "") if root else trace_id
+        told = (traces or {}).get(trace_id) or {}
+        title = told.get("title") or title
         record = _record(
             fmt=fmt,
             external_id=f"{fmt}:{trace_id}",
             cluster=cluster,
             title=title,
             steps=steps,
-            meta={"trace_id": trace_id, "service": service},
+            meta={**told.get("meta", {}), "trace_id": trace_id, "service": service},
             raw={"trace_id": trace_id, "spans": len(group)},
         )
         out.append(TraceRecord(record, steps, {}))

@@ -1,5 +1,6 @@
-"""Parsers for agent traces: OTLP/JSON (OpenTelemetry GenAI conventions), OpenInference spans
-(Arize Phoenix), Who&When multi-agent logs and MAST trace records.
+"""Parsers for agent traces: OTLP/JSON (OpenTelemetry GenAI conventions), OpenInference spans, Langfuse trace
+exports, Arize Phoenix span exports, Who&When multi-agent logs and MAST trace records: one registry, FORMATS,
+that the command, the API and the upload form all offer.
 
 Parsers are pure, like annotate.imports.parsers: they read JSON and return `TraceRecord`s (a
 Document record, its steps, a reference attribution and artifacts) without touching the
@@ -18,12 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from annotate.imports.parsed import ImportFileError
+from annotate.traces._langfuse import langfuse_spans
 from annotate.traces._logs import parse_mast, parse_whowhen
+from annotate.traces._phoenix import phoenix_spans
 from annotate.traces._spans import _span_records, openinference_spans, otlp_spans
 from annotate.traces.parsed import TraceRecord
 from lib import safejson
 
-FORMATS = ("otlp", "openinference", "whowhen", "mast")
+FORMATS = ("otlp", "openinference", "langfuse", "phoenix", "whowhen", "mast")
+# Formats whose JSON Lines files hold one span (or observation) a line, all of them one export.
+_LINE_PER_SPAN = {"openinference", "phoenix", "langfuse"}
 TRACE_EXTENSIONS = {".json", ".jsonl", ".ndjson"}
 
 
@@ -76,7 +81,35 @@ def parse_trace_value(data: Any, fmt: str, where: str) -> list[TraceRecord]:
         return _span_records(otlp_spans(data, where), "otlp", where)
     if fmt == "openinference":
         return _span_records(openinference_spans(data, where), "openinference", where)
+    if fmt == "langfuse":
+        spans, traces = langfuse_spans(data, where)
+        return _span_records(spans, "langfuse", where, traces=traces)
+    if fmt == "phoenix":
+        return _span_records(phoenix_spans(data, where), "phoenix", where)
     raise ImportFileError(f"unknown trace format '{fmt}': use one of {', '.join(FORMATS)}")
+
+
+def _span_dicts(items: Any) -> bool:
+    return isinstance(items, list) and bool(items) and all(isinstance(s, dict) and "context" in s for s in items)
+
+
+def trace_format_of(trace: Any) -> str:
+    """The span format a JSON value is in, by its shape, or "" for none: OTLP's `resourceSpans`; a Langfuse
+    download or API trace (`observations`), or its observation list (`data` of objects with `traceId`); Phoenix's
+    API answer (`data` of spans with `context`); a plain list of OpenInference spans."""
+    if isinstance(trace, dict):
+        data = trace.get("data")
+        if "resourceSpans" in trace:
+            return "otlp"
+        if isinstance(trace.get("observations"), list):
+            return "langfuse"
+        if isinstance(data, list) and data and all(isinstance(o, dict) and "traceId" in o for o in data):
+            return "langfuse"
+        if _span_dicts(data):
+            return "phoenix"
+    if _span_dicts(trace):
+        return "openinference"
+    return ""
 
 
 def trace_files(paths: list[str | Path]) -> list[Path]:
@@ -96,7 +129,7 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
 
 
 def iter_trace_records(path: Path, fmt: str) -> Iterator[TraceRecord]:
-    if fmt == "openinference" and path.suffix.lower() in (".jsonl", ".ndjson"):
+    if fmt in _LINE_PER_SPAN and path.suffix.lower() in (".jsonl", ".ndjson"):
         spans: list[Any] = [value for value, _ in _json_items(path)]
         yield from parse_trace_value(spans, fmt, path.name)
         return

@@ -22,7 +22,7 @@ from annotate.imports.records import ImportResult, import_records, record_hash
 from annotate.imports.uploads import upload_store
 from annotate.models import Artifact, Document, DocumentKind, Episode, Job, Study, TraceStep
 from annotate.traces.parsed import Step, TraceArtifact, TraceRecord
-from annotate.traces.parsers import FORMATS, TRACE_EXTENSIONS, iter_trace_records, trace_files
+from annotate.traces.parsers import FORMATS, TRACE_EXTENSIONS, iter_trace_records, trace_files, trace_format_of
 from lib.db.copy import RawWriter, column_by_id_update
 from lib.db.prefetch import prefetched
 
@@ -272,18 +272,16 @@ def trace_step_count(document: Document) -> int:
 
 
 def trace_steps_of_value(trace: Any) -> list[Step]:
-    """Steps of a trace sent with an incident: OTLP/JSON or OpenInference spans, detected by shape.
+    """Steps of a trace sent with an incident: OTLP/JSON, OpenInference spans, a Langfuse or a Phoenix export,
+    detected by shape (trace_format_of).
 
     Incidents take any JSON as their trace (it is kept as sent); a trace in neither span format
     gets no steps and is shown as JSON. A span trace that is malformed is a field error.
     """
     from annotate.traces.parsers import parse_trace_value
 
-    if isinstance(trace, dict) and "resourceSpans" in trace:
-        fmt = "otlp"
-    elif isinstance(trace, list) and trace and all(isinstance(s, dict) and "context" in s for s in trace):
-        fmt = "openinference"
-    else:
+    fmt = trace_format_of(trace)
+    if not fmt:
         return []
     try:
         records = parse_trace_value(trace, fmt, "trace")

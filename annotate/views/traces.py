@@ -52,7 +52,7 @@ def trace_step_text(request: HttpRequest, study: Study, pk: int, index: int, par
 @require_POST
 @study_view("owner")
 def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
-    """Upload a trace file (OTLP, OpenInference, Who&When or MAST); the import runs as a Job."""
+    """Upload a trace file (OTLP, OpenInference, Langfuse, Phoenix, Who&When or MAST); the import runs as a Job."""
     context = {
         "study": study,
         "max_upload_mb": settings.FAULTLINE_MAX_UPLOAD_MB,

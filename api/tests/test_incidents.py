@@ -239,3 +239,20 @@ def test_an_incident_trace_gets_steps_and_its_artifacts_sit_under_their_span(as_
     bad = _incident(trace=otlp_trace(), artifacts=[{"kind": "diff", "name": "x", "content": "y", "span_id": "zz"}])
     response = client.post("/api/v1/incidents/", bad, format="json")
     assert response.status_code == 400 and "artifacts[0].span_id" in response.json()
+
+
+@pytest.mark.parametrize("export", ["langfuse", "phoenix"])
+def test_an_incident_trace_from_langfuse_or_phoenix_is_recognised_by_shape(as_user, bob, study, export):
+    from annotate.models import TraceStep
+    from annotate.tests.factories.trace_fixtures import langfuse_sdk_trace, phoenix_api_spans
+
+    trace = langfuse_sdk_trace() if export == "langfuse" else phoenix_api_spans()
+    response = as_user(bob).post("/api/v1/incidents/", _incident(trace=trace, artifacts=[]), format="json")
+    assert response.status_code == 201, response.content
+    steps = TraceStep.objects.filter(document_id=response.json()["id"]).order_by("index")
+    expected = {"langfuse": ["refund_agent", "chat", "lookup_order", "issue_refund"],
+                "phoenix": ["agent run", "ChatCompletion", "email", "search", "db_write"]}  # fmt: skip
+    assert [s.name for s in steps] == expected[export]
+    bad = {"data": [{"traceId": "t"}]} if export == "langfuse" else {"data": [{"context": {"trace_id": "t"}}]}
+    response = as_user(bob).post("/api/v1/incidents/", _incident(trace=bad, artifacts=[]), format="json")
+    assert response.status_code == 400 and f"This {export} trace is malformed" in str(response.json()["trace"])

@@ -24,7 +24,9 @@ from api.views.jobs import _as_drf_error
 
 
 class TraceImportSerializer(serializers.Serializer):
-    format = serializers.ChoiceField(choices=FORMATS, help_text="otlp, openinference, whowhen or mast.")
+    format = serializers.ChoiceField(
+        choices=FORMATS, help_text="otlp, openinference, langfuse, phoenix, whowhen or mast."
+    )
     file = serializers.FileField(required=False, help_text="A trace file (multipart): imported by a job.")
     data = SafeJSONField(required=False, help_text="The trace(s) as JSON, imported at once.")
     artifacts = ArtifactInSerializer(

@@ -10,10 +10,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_real_trace_shows_agents_tools_and_model_usage(page, live_server, login, shot, study, bob):
-    from annotate.tests.traces.corpus_otlp import corpus_otlp
+    from annotate.tests.traces.corpus_data import corpus_data
     from annotate.traces.services import trace_import_value
 
-    _, (doc,) = trace_import_value(study=study, data=corpus_otlp("pydantic-ai-tools-2025-12-04.json"), fmt="otlp")
+    data, fmt = corpus_data("pydantic-ai-tools-2025-12-04.json")
+    _, (doc,) = trace_import_value(study=study, data=data, fmt=fmt)
     page.set_default_timeout(30_000)
     login("bob")
     for width, height in ((1366, 768), (390, 844)):

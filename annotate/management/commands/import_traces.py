@@ -7,7 +7,10 @@ from annotate.traces.services import import_traces
 
 
 class Command(BaseCommand):
-    help = "Import agent traces (OTLP/JSON, OpenInference, Who&When or MAST files, or folders of them) into a study."
+    help = (
+        "Import agent traces (OTLP/JSON, OpenInference, Langfuse or Phoenix exports, Who&When or MAST files, or "
+        "folders of them) into a study."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, metavar="SLUG")

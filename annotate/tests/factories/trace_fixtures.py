@@ -213,3 +213,87 @@ def openinference_trace() -> list[dict]:
             status="ERROR",
         ),
     ]
+
+
+def _dotted(value, prefix: str = "", sequences: bool = True) -> dict:
+    """Nested attributes as Phoenix flattens them (phoenix.trace.attributes.flatten): dotted keys, lists of
+    objects by position when `sequences`, else kept as lists of flattened objects (the dataframe's cells)."""
+    out: dict = {}
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.update(_dotted(v, f"{prefix}.{k}" if prefix else k, sequences))
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        if sequences:
+            for i, v in enumerate(value):
+                out.update(_dotted(v, f"{prefix}.{i}", sequences))
+        else:
+            out[prefix] = [_dotted(v, "", sequences) for v in value]
+    else:
+        out[prefix] = value
+    return out
+
+
+def phoenix_api_spans() -> dict:
+    """openinference_trace() as Phoenix's REST API returns it (GET /v1/projects/{project}/spans): flattened
+    attributes with `openinference.span.kind` moved out into `span_kind`, a Global ID, newest first, a cursor."""
+    spans = []
+    for n, s in enumerate(openinference_trace()):
+        attrs = _dotted(s["attributes"])
+        kind = attrs.pop("openinference.span.kind", "UNKNOWN")
+        spans.append({"id": f"U3BhbjoxM{n}", **s, "span_kind": kind, "attributes": attrs,
+                      "status_code": s["status_code"]})  # fmt: skip
+    return {"data": spans[::-1], "next_cursor": None}
+
+
+def phoenix_dataframe_records() -> list[dict]:
+    """openinference_trace() as `px.Client().get_spans_dataframe().to_json(orient="records")` writes it: one
+    flat object per span with every column (null where a span has none), times in epoch milliseconds."""
+    rows = []
+    for s in openinference_trace():
+        attrs = _dotted(s["attributes"], sequences=False)
+        kind = attrs.pop("openinference.span.kind", "UNKNOWN")
+        row = {
+            "name": s["name"], "span_kind": kind, "parent_id": s["parent_id"],
+            "start_time": _epoch_ms(s["start_time"]), "end_time": _epoch_ms(s["end_time"]),
+            "status_code": s["status_code"], "status_message": s["status_message"], "events": s["events"],
+            "context.span_id": s["context"]["span_id"], "context.trace_id": s["context"]["trace_id"],
+        }  # fmt: skip
+        row.update({f"attributes.{k}": v for k, v in attrs.items()})
+        rows.append(row)
+    columns = sorted({k for r in rows for k in r})
+    return [{c: r.get(c) for c in columns} for r in rows]
+
+
+def _epoch_ms(iso):
+    from datetime import datetime
+
+    return None if not iso else int(datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+def langfuse_sdk_trace() -> dict:
+    """A trace as Langfuse's API returns it (GET /api/public/traces/{id}) for an app traced with Langfuse's own
+    SDK (no OpenTelemetry attributes): an agent, a generation that asks for a tool, the tool, a failing span."""
+
+    def obs(oid, parent, kind, name, start, end, **extra):
+        return {
+            "id": oid, "traceId": "lf-trace-1", "type": kind, "name": name, "parentObservationId": parent,
+            "startTime": f"2026-02-01T10:00:0{start}.000Z", "endTime": end and f"2026-02-01T10:00:0{end}.000Z",
+            "level": "DEFAULT", "statusMessage": None, "metadata": {}, "input": None, "output": None,
+            "model": None, "usageDetails": {}, "costDetails": {}, "totalCost": 0, **extra,
+        }  # fmt: skip
+
+    return {
+        "id": "lf-trace-1", "name": "refund-bot", "timestamp": "2026-02-01T10:00:00.000Z", "userId": "u-7",
+        "sessionId": "s-1", "tags": ["prod"], "input": {"question": "refund order 42"}, "output": None,
+        "observations": [
+            obs("a", None, "AGENT", "refund_agent", 0, 9, input={"question": "refund order 42"}),
+            obs("g", "a", "GENERATION", "chat", 1, 2, model="gpt-4o-mini",
+                input=[{"role": "system", "content": "You issue refunds."},
+                       {"role": "user", "content": "refund order 42"}],
+                output={"role": "assistant", "content": "Looking the order up first."},
+                usageDetails={"input": 30, "output": 12, "total": 42}, totalCost=0.00021),
+            obs("t", "a", "TOOL", "lookup_order", 3, 4, input={"order": 42}, output={"status": "shipped"}),
+            obs("e", "a", "SPAN", "issue_refund", 5, 6, level="ERROR", statusMessage="payment gateway timeout",
+                input={"order": 42}),
+        ],
+    }  # fmt: skip

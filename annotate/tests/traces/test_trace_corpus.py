@@ -1,4 +1,5 @@
-"""The conformance corpus: real traces from 14 producers (corpus/README.md), each imported as OTLP/JSON.
+"""The conformance corpus: real traces from 14 producers (corpus/README.md), Langfuse downloads imported with
+`--format langfuse`, the OTLP/JSON example with `--format otlp`.
 
 Every expectation below was written from reading the source file (its spans, their attributes and parents),
 not from the importer's output: how many steps, which kinds, which agents, which tool calls and whether each
@@ -15,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from annotate.models import TraceStep
-from annotate.tests.traces.corpus_otlp import CORPUS, corpus_otlp
+from annotate.tests.traces.corpus_data import CORPUS, corpus_data
 from annotate.traces._genai import DETAIL_LIMIT, step_detail
 from annotate.traces._spans import Span, spans_to_steps
 from annotate.traces.parsers import parse_trace_value
@@ -57,8 +58,9 @@ CASES = [
     # The older Pydantic AI names its agent only in `agent_name`.
     Case("pydantic-ai-trace-2025-06-06.json", "Pydantic AI (2025-06)", 3, {"other": 2, "llm_call": 1},
          ["qa_agent"], 1, []),
-    # The AGENT span "Agent.run" is the only name; two "chat" spans come from Langfuse's own SDK, no attributes.
-    Case("agno-2025-06-11.json", "Agno", 6, {"other": 3, "llm_call": 2, "tool_call": 1},
+    # The AGENT span "Agent.run" is the only name; two "chat" spans come from Langfuse's own SDK, no attributes:
+    # their Langfuse fields (GENERATION, model, usage, input, output) make them model calls with text.
+    Case("agno-2025-06-11.json", "Agno", 6, {"other": 1, "llm_call": 4, "tool_call": 1},
          ["Agent"], 0, [("duckduckgo_search", "ran")]),
     # One AGENT root; the per-event AGENT spans inside belong to it. The tool emits start/finish/success spans;
     # the model's reply is streamed into the success span, its start and finish spans hold none.
@@ -70,6 +72,16 @@ CASES = [
     # Call ids are lists ([run id, call id]) on both the request and the execute_tool span.
     Case("microsoft-agent-2025-10-14.json", "Microsoft Agent Framework", 4, {"other": 1, "llm_call": 2, "tool_call": 1},
          [MAF], 0, [("get_weather", "ran")]),
+    # Langfuse's LangChain callback, no OTel attributes: the graph nodes "agent" and "tools" (metadata.langgraph_node)
+    # are the agents; Web-Search is a SPAN whose output is the ToolMessage answering the model's call by its id.
+    Case("langgraph-2025-08-22.json", "LangGraph", 9, {"other": 6, "llm_call": 2, "tool_call": 1},
+         ["agent", "tools"], 1, [("Web-Search", "ran")]),
+    # One LangChain generation: its output is a serialized AIMessageChunk ({"type": "AIMessageChunk", "content"}).
+    Case("google-vertex-tools-langchain-2025-09-19.json", "LangChain ChatVertexAI", 1, {"llm_call": 1}, [], 1, []),
+    # Langfuse SDK only: a SPAN around one GENERATION whose text and model Langfuse's fields carry.
+    Case("autogen-2025-06-06.json", "AutoGen", 2, {"other": 1, "llm_call": 1}, [], 2, []),
+    # Three root SPANs of the Assistants API calls; the unnamed GENERATION (named by its model) sits under get_response.
+    Case("openai-assistants-2024-05-29.json", "OpenAI Assistants API", 4, {"other": 3, "llm_call": 1}, [], 4, []),
     Case("llamaindex-2025-06-05.json", "LlamaIndex", 2, {"other": 1, "llm_call": 1}, [], 2, []),
     Case("google-gemini-2025-08-01.json", "Google GenAI SDK", 1, {"llm_call": 1}, [], 1, []),
     # "invoke_agent <name>" spans without gen_ai.operation.name; model spans known by gen_ai.request.model.
@@ -89,7 +101,8 @@ CASES = [
 
 
 def steps_of(case: Case):
-    (record,) = parse_trace_value(corpus_otlp(case.file), "otlp", case.file)
+    data, fmt = corpus_data(case.file)
+    (record,) = parse_trace_value(data, fmt, case.file)
     return record.steps
 
 
@@ -141,6 +154,11 @@ def test_it_keeps_model_tokens_cost_and_finish_reason_per_step():
     assert pyd.detail["cost"] == pytest.approx(0.00008355)
     assert pyd.detail["finish_reason"] == "tool_call"
     assert pyd.detail["attributes"]["server.address"] == "api.openai.com"
+    vertex = steps_of(by_name["google-vertex-tools-langchain-2025-09-19.json"])[0]
+    assert vertex.output == "assistant: Thank you, John Smith. Which of our services are you interested in?"
+    assert (vertex.detail["model"], vertex.detail["cost"]) == ("gemini-2.5-flash", 0.00011)
+    langgraph = steps_of(by_name["langgraph-2025-08-22.json"])
+    assert langgraph[2].output == 'assistant calls Web-Search({\n "query": "example"\n})'
     oai = [s for s in steps_of(by_name["openai-agents-2025-09-30.json"]) if s.kind == "llm_call"][-1]
     assert oai.output.startswith("assistant: The weather in Tokyo is currently sunny.")
     assert (oai.detail["input_tokens"], oai.detail["output_tokens"], oai.detail["total_tokens"]) == (85, 29, 114)
@@ -202,7 +220,8 @@ def test_a_request_pairs_by_name_and_arguments_only_within_its_agent_run():
 
 def test_corpus_traces_store_their_step_detail(study):
     case = next(c for c in CASES if c.file.startswith("microsoft-agent"))
-    _, (doc,) = trace_import_value(study=study, data=corpus_otlp(case.file), fmt="otlp")
+    data, fmt = corpus_data(case.file)
+    _, (doc,) = trace_import_value(study=study, data=data, fmt=fmt)
     chat = TraceStep.objects.filter(document=doc, kind="llm_call").order_by("index").first()
     assert chat.detail["model"] == "gpt-4o" and chat.detail["total_tokens"] == 95
     assert TraceStep.objects.filter(document=doc, kind="tool_call", ran=True).count() == 1
@@ -213,8 +232,8 @@ def test_the_step_view_and_the_api_show_model_tokens_and_cost(client, study, bob
     from django.urls import reverse
     from rest_framework.test import APIClient
 
-    data = corpus_otlp("pydantic-ai-tools-2025-12-04.json")
-    _, (doc,) = trace_import_value(study=study, data=data, fmt="otlp")
+    data, fmt = corpus_data("pydantic-ai-tools-2025-12-04.json")
+    _, (doc,) = trace_import_value(study=study, data=data, fmt=fmt)
     client.force_login(bob)
     url = reverse("coding_page", args=["alpha", doc.episodes.get().pk])
     client.get(url)  # takes the lease
