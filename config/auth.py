@@ -101,23 +101,24 @@ class PasswordResetView(auth_views.PasswordResetView):
         return super().form_valid(form)
 
 
-class PasswordChangeView(auth_views.PasswordChangeView):
-    """A new password also revokes the user's API tokens: whoever knew the old one may have made one."""
+class TokensRevokedOnPasswordChange:
+    """A new password revokes the user's API tokens: whoever knew the old one may have made one.
 
-    def form_valid(self, form):
+    A password validator, because Django tells every validator of every password set and saved (the
+    account page, a reset link, the admin, `manage.py changepassword`): one rule that no path skips."""
+
+    def validate(self, password, user=None) -> None:
+        return None
+
+    def password_changed(self, password, user) -> None:
         from annotate.studies.tokens import tokens_revoke_all
 
-        response = super().form_valid(form)
-        tokens_revoke_all(user=form.user)
-        return response
+        if user is not None and user.pk is not None:
+            tokens_revoke_all(user=user)
+
+    def get_help_text(self) -> str:
+        return "Setting a new password revokes your API tokens."
 
 
-class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
-    """As PasswordChangeView: a password set from a reset link revokes every API token of the account."""
-
-    def form_valid(self, form):
-        from annotate.studies.tokens import tokens_revoke_all
-
-        response = super().form_valid(form)
-        tokens_revoke_all(user=form.user)
-        return response
+PasswordChangeView = auth_views.PasswordChangeView
+PasswordResetConfirmView = auth_views.PasswordResetConfirmView

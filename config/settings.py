@@ -147,6 +147,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    {"NAME": "config.auth.TokensRevokedOnPasswordChange"},
 ]
 AUTHENTICATION_BACKENDS = [
     "config.auth.AxesBackend",

@@ -77,3 +77,28 @@ def test_resetting_the_password_revokes_every_token(client, bob, study):
     )
     assert r.status_code == 302
     assert not _api_ok(key)
+
+
+def test_a_password_set_outside_the_account_pages_revokes_every_token_too(admin_client, bob, study):
+    """The admin's password form and `manage.py changepassword` save through set_password as well."""
+    from django.contrib.auth import get_user_model
+
+    _, key = token_create(user=bob, name="laptop")
+    r = admin_client.post(
+        f"/admin/auth/user/{bob.pk}/password/",
+        {"password1": NEW, "password2": NEW, "usable_password": "true"},
+    )
+    assert r.status_code == 302, r.content[:500]
+    assert not _api_ok(key)
+    _, key = token_create(user=bob, name="cli")
+    user = get_user_model().objects.get(pk=bob.pk)
+    user.set_password(NEW + "-2")
+    user.save()
+    assert not _api_ok(key)
+
+
+def test_saving_a_user_without_a_new_password_keeps_the_tokens(bob, study):
+    _, key = token_create(user=bob, name="laptop")
+    bob.first_name = "Bob"
+    bob.save()
+    assert _api_ok(key)
