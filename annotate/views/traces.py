@@ -26,7 +26,14 @@ def trace_steps(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     """A window of a trace's steps (htmx: appended below the last one, or replacing them for a search)."""
     document = get_object_or_404(Document.objects.only("pk", "study_id", "meta", "kind"), pk=pk, study=study)
     start, query = _int(request.GET.get("start")), request.GET.get("q", "")
-    window = trace_window(document, start=start, limit=WINDOW, query=query)
+    window = trace_window(
+        document,
+        start=start,
+        limit=WINDOW,
+        query=query,
+        agent=request.GET.get("agent", ""),
+        errors_only=request.GET.get("errors") == "1",
+    )
     context = {
         "study": study,
         "trace": window,
