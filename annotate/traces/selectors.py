@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Length, Substr
 
 from annotate.models import Artifact, Document, StepKind, StepStatus, TraceStep
@@ -132,6 +132,24 @@ def _time(value) -> datetime | None:
         return None
 
 
+def _filtered(document: Document, *, start: int, query: str, agent: str, errors_only: bool) -> QuerySet[TraceStep]:
+    """The trace's steps from `start` on that pass the viewer's filters (not yet ordered or cut)."""
+    qs = TraceStep.objects.filter(document=document, index__gte=max(0, start))
+    if query:
+        qs = qs.filter(
+            Q(name__icontains=query)
+            | Q(agent__icontains=query)
+            | Q(input__icontains=query)
+            | Q(output__icontains=query)
+            | Q(error__icontains=query)
+        )
+    if agent:
+        qs = qs.filter(agent=agent)
+    if errors_only:
+        qs = qs.filter(status=StepStatus.ERROR)
+    return qs
+
+
 def trace_window(
     document: Document,
     *,
@@ -148,21 +166,8 @@ def trace_window(
     agents = [(a, i % LANES) for i, a in enumerate(summary.get("agents") or [])]
     lanes = dict(agents)
     limit = max(1, min(limit, 500))
-    qs = TraceStep.objects.filter(document=document, index__gte=max(0, start))
-    query = query.strip()[:200]
-    if query:
-        qs = qs.filter(
-            Q(name__icontains=query)
-            | Q(agent__icontains=query)
-            | Q(input__icontains=query)
-            | Q(output__icontains=query)
-            | Q(error__icontains=query)
-        )
-    agent = agent.strip()[:200]
-    if agent:
-        qs = qs.filter(agent=agent)
-    if errors_only:
-        qs = qs.filter(status=StepStatus.ERROR)
+    query, agent = query.strip()[:200], agent.strip()[:200]
+    qs = _filtered(document, start=start, query=query, agent=agent, errors_only=errors_only)
     # The window's rows are chosen first, by index alone, and only they are measured and cut: without
     # fresh statistics PostgreSQL sorts all of a trace's steps after computing the annotations of each,
     # reading every step's whole text (250 ms for 5,000 steps).

@@ -46,7 +46,7 @@
   function showDetail(el) {
     if (!pane) return;
     // Copies of the server-rendered (escaped) row: nothing here is parsed as HTML.
-    const parts = [el.querySelector(".step-head"), el.querySelector(".step-body"), el.querySelector(".step-detail")];
+    const parts = [".step-head", ".step-meta", ".step-body", ".step-detail"].map((part) => el.querySelector(part));
     pane.replaceChildren(...parts.filter(Boolean).map((part) => part.cloneNode(true)));
   }
 
