@@ -116,3 +116,17 @@ def test_a_windows_last_step_knows_its_children_open_the_next_window(study):
     parent = doc.steps.get(name="invoke_agent coder").index
     w = trace_window(doc, limit=parent + 1)
     assert w.rows[-1].step.index == parent and w.rows[-1].has_children
+
+
+def test_the_steps_api_takes_the_same_filters_and_refuses_a_bad_one(study, bob):
+    from rest_framework.test import APIClient
+
+    _, (doc,) = trace_import_value(study=study, data=long_trace(30, "api"), fmt="otlp")
+    api = APIClient()
+    api.force_authenticate(bob)
+    url = reverse("api-trace-steps", args=["alpha", doc.pk])
+    body = api.get(url, {"agent": "planner", "errors": "1"}).json()
+    expected = list(doc.steps.filter(agent="planner", status="error").order_by("index").values_list("index", flat=True))
+    assert expected and [s["index"] for s in body["steps"]] == expected
+    response = api.get(url, {"errors": "yes"})
+    assert response.status_code == 400 and "errors is 0 or 1" in str(response.json()), response.json()
