@@ -217,3 +217,27 @@ def test_the_viewer_works_on_a_phone(page, live_server, login, bob, trace_doc, e
         screen(page, f"trace-{name}-390")
         assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
     assert errors == []
+
+
+def test_a_who_and_when_log_shows_twelve_steps_under_its_task_on_a_laptop(page, live_server, login, study, bob, errors):
+    from pathlib import Path
+
+    from django.conf import settings
+
+    from annotate.models import Episode
+    from annotate.traces.services import import_traces
+
+    who = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
+    if not who.is_dir():
+        who = Path("/work/shared/datasets/who_and_when")
+    import_traces(study=study, paths=[who / "Hand-Crafted" / "3.json"], fmt="whowhen")
+    episode = Episode.objects.get(study=study)
+    assert episode.document.meta["trace"]["steps"] >= 12
+    page.set_default_timeout(30_000)
+    page.set_viewport_size({"width": 1366, "height": 768})
+    login("bob")
+    page.goto(f"{live_server.url}/studies/alpha/episodes/{episode.pk}/code/")
+    expect(page.locator("#trace .trace-step").first).to_be_visible()
+    screen(page, "trace-whowhen-coding-1366")
+    assert visible_steps(page) >= 12
+    assert errors == []
