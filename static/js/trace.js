@@ -12,6 +12,7 @@
   trace.dataset.ready = "1";
   const list = document.getElementById("trace-steps");
   const pane = document.getElementById("step-pane-body");
+  const placeholder = pane ? Array.from(pane.childNodes, (node) => node.cloneNode(true)) : [];
   const collapsed = new Set(); // indices of the spans a coder collapsed
   let current = null;
 
@@ -176,6 +177,7 @@
       const again = document.getElementById("step-" + current.dataset.index);
       current = null;
       if (again) select(again, false);
+      else if (pane) pane.replaceChildren(...placeholder.map((node) => node.cloneNode(true))); // filtered out
     }
     if (trace.dataset.decisive !== undefined) showDecisive(trace.dataset.decisive);
   });

@@ -182,6 +182,7 @@ def test_the_episode_page_has_a_step_pane_a_timeline_and_agent_and_error_filters
     expect(rows).to_have_count(len(failed))
     assert len(failed) > 20 and [int(i) for i in rows.evaluate_all("els => els.map(e => e.dataset.index)")] == failed
     expect(page.locator("#trace .trace-note")).to_contain_text("Failed steps")
+    expect(pane).to_contain_text("Select a step")  # the chat step is filtered out: its detail goes too
     page.locator("#trace-agent").select_option("planner")
     planner = list(
         trace_doc.steps.filter(status=StepStatus.ERROR, agent="planner")
