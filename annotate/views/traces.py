@@ -12,7 +12,7 @@ from annotate.imports.uploads import upload_max_bytes
 from annotate.models import Document, Study
 from annotate.traces.parsers import FORMATS
 from annotate.traces.selectors import WINDOW, step_text, trace_window
-from annotate.traces.services import trace_upload_start
+from annotate.traces.services import trace_uploads_start
 from annotate.views.access import study_view
 
 
@@ -59,7 +59,7 @@ def trace_step_text(request: HttpRequest, study: Study, pk: int, index: int, par
 @require_POST
 @study_view("owner")
 def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
-    """Upload a trace file (OTLP, OpenInference, Who&When or MAST); the import runs as a Job."""
+    """Upload trace files (OTLP, OpenInference, Who&When or MAST); each file's import runs as its own Job."""
     context = {
         "study": study,
         "max_upload_mb": settings.FAULTLINE_MAX_UPLOAD_MB,
@@ -68,13 +68,17 @@ def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
         "trace_format": request.POST.get("format", ""),
     }
     try:
-        job = trace_upload_start(
-            study=study, user=request.user, uploaded_file=request.FILES.get("file"), fmt=request.POST.get("format", "")
+        jobs = trace_uploads_start(
+            study=study,
+            user=request.user,
+            uploaded_files=request.FILES.getlist("file"),
+            fmt=request.POST.get("format", ""),
         )
     except ValidationError as exc:
         context["trace_error"] = " ".join(exc.messages)
         return render(request, "annotate/partials/_trace_import.html", context, status=200 if request.htmx else 400)
     if request.htmx:
-        job.refresh_from_db()  # an eager (broker-less) run has already finished it
-        return render(request, "annotate/partials/_trace_import.html", {**context, "job": job})
-    return redirect("job_status", pk=job.pk)
+        for job in jobs:
+            job.refresh_from_db()  # an eager (broker-less) run has already finished it
+        return render(request, "annotate/partials/_trace_import.html", {**context, "jobs": jobs})
+    return redirect("job_status", pk=jobs[0].pk) if len(jobs) == 1 else redirect("study_job_list", study.slug)
