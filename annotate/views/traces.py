@@ -80,5 +80,8 @@ def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
     if request.htmx:
         for job in jobs:
             job.refresh_from_db()  # an eager (broker-less) run has already finished it
-        return render(request, "annotate/partials/_trace_import.html", {**context, "jobs": jobs})
+        response = render(request, "annotate/partials/_trace_import.html", {**context, "jobs": jobs})
+        if any(job.finished for job in jobs):
+            response["HX-Trigger"] = "faultline:imported"  # the study page refreshes its counts
+        return response
     return redirect("job_status", pk=jobs[0].pk) if len(jobs) == 1 else redirect("study_job_list", study.slug)

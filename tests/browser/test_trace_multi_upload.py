@@ -1,5 +1,5 @@
 """The study page's trace upload in a real browser: choosing files runs the size check on each (no TypeError),
-and several files upload at once, each with its own job progress."""
+several files upload at once, each with its own job progress, and the study's counts follow without a reload."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def test_several_trace_files_upload_at_once_and_an_oversized_one_is_refused_on_c
     page.set_viewport_size({"width": 1366, "height": 768})
     login("alice")
     page.goto(f"{live_server.url}/studies/alpha/")
+    documents = page.locator("#study-counts .stats div").filter(has_text="Documents").locator("dd")
+    expect(documents).to_have_text("0")
     chooser = page.locator("#trace-file")
     chooser.set_input_files(
         [
@@ -46,6 +48,7 @@ def test_several_trace_files_upload_at_once_and_an_oversized_one_is_refused_on_c
     jobs = page.locator("#trace-import-panel .job")
     expect(jobs).to_have_count(2)
     expect(page.locator("#trace-import-panel .job.job-success")).to_have_count(2, timeout=60_000)
+    expect(documents).to_have_text("2")  # the counts follow the finished jobs, no reload
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#trace-import-panel").screenshot(path=str(SCREENSHOTS / "trace-multi-upload-1366.png"))
     assert errors == []

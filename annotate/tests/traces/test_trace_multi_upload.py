@@ -49,6 +49,9 @@ def test_it_imports_each_chosen_file_as_its_own_job(
     html = response.content.decode()
     assert all(f'id="job-{j.pk}"' in html for j in jobs)
     assert Document.objects.filter(study=study, kind="trace").count() == 3
+    polled = client.get(reverse("job_status", args=[jobs[0].pk]), HTTP_HX_REQUEST="true")
+    assert polled["HX-Trigger"] == "faultline:imported"  # finished: the study page refreshes its counts
+    assert 'id="study-counts"' in page and "faultline:imported from:body" in page
 
 
 def test_one_unsupported_file_refuses_the_whole_upload_naming_it(client, study, alice, settings, tmp_path):
