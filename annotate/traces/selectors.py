@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Length, Substr
 
 from annotate.models import Artifact, Document, StepKind, StepStatus, TraceStep
@@ -57,7 +57,14 @@ class StepRow:
     offset_pct: float | None = None
     width_pct: float | None = None
     duration_ms: float | None = None
+    start_ms: float | None = None  # from the trace's start
     has_children: bool = False
+
+    @property
+    def attributes(self) -> list[tuple[str, str]]:
+        """The span's remaining attributes as pairs (a template cannot iterate a dict holding a key "items")."""
+        rest = (self.step.detail or {}).get("attributes") if isinstance(self.step.detail, dict) else None
+        return sorted((str(k), str(v)) for k, v in rest.items()) if isinstance(rest, dict) else []
 
     @property
     def kind_label(self) -> str:
@@ -101,6 +108,19 @@ class TraceWindow:
     matches: int | None = None
     t0: datetime | None = None
     t1: datetime | None = None
+    agent: str = ""
+    errors_only: bool = False
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.query or self.agent or self.errors_only)
+
+    @property
+    def span_ms(self) -> float | None:
+        """The whole trace's duration, the timeline's scale."""
+        if self.t0 and self.t1 and self.t1 > self.t0:
+            return (self.t1 - self.t0).total_seconds() * 1000
+        return None
 
 
 def _time(value) -> datetime | None:
@@ -112,14 +132,9 @@ def _time(value) -> datetime | None:
         return None
 
 
-def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDOW, query: str = "") -> TraceWindow:
-    """Steps from index `start` on (or, with `query`, the steps whose text contains it), `limit` at a time."""
-    summary = trace_summary_of(document)
-    agents = [(a, i % LANES) for i, a in enumerate(summary.get("agents") or [])]
-    lanes = dict(agents)
-    limit = max(1, min(limit, 500))
+def _filtered(document: Document, *, start: int, query: str, agent: str, errors_only: bool) -> QuerySet[TraceStep]:
+    """The trace's steps from `start` on that pass the viewer's filters (not yet ordered or cut)."""
     qs = TraceStep.objects.filter(document=document, index__gte=max(0, start))
-    query = query.strip()[:200]
     if query:
         qs = qs.filter(
             Q(name__icontains=query)
@@ -128,6 +143,31 @@ def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDO
             | Q(output__icontains=query)
             | Q(error__icontains=query)
         )
+    if agent:
+        qs = qs.filter(agent=agent)
+    if errors_only:
+        qs = qs.filter(status=StepStatus.ERROR)
+    return qs
+
+
+def trace_window(
+    document: Document,
+    *,
+    start: int = 0,
+    limit: int = FIRST_WINDOW,
+    query: str = "",
+    agent: str = "",
+    errors_only: bool = False,
+) -> TraceWindow:
+    """Steps from index `start` on, `limit` at a time; with `query` only the steps whose text contains it,
+    with `agent` only that agent's steps, with `errors_only` only the failed ones. The filters narrow the
+    same two queries, so a filtered window costs what an unfiltered one does, whatever the trace's length."""
+    summary = trace_summary_of(document)
+    agents = [(a, i % LANES) for i, a in enumerate(summary.get("agents") or [])]
+    lanes = dict(agents)
+    limit = max(1, min(limit, 500))
+    query, agent = query.strip()[:200], agent.strip()[:200]
+    qs = _filtered(document, start=start, query=query, agent=agent, errors_only=errors_only)
     # The window's rows are chosen first, by index alone, and only they are measured and cut: without
     # fresh statistics PostgreSQL sorts all of a trace's steps after computing the annotations of each,
     # reading every step's whole text (250 ms for 5,000 steps).
@@ -144,6 +184,8 @@ def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDO
         )
     )
     more = len(steps) > limit
+    # The step after the window tells whether the window's last step has children (they open the next window).
+    parents = {s.parent_index for s in steps if s.parent_index is not None}
     steps = steps[:limit]
     by_step: dict[int, list[Artifact]] = {}
     if steps:
@@ -151,7 +193,6 @@ def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDO
             by_step.setdefault(a.step_id, []).append(a)
     t0, t1 = _time(summary.get("start")), _time(summary.get("end"))
     span = (t1 - t0).total_seconds() if t0 and t1 and t1 > t0 else None
-    parents = {s.parent_index for s in steps if s.parent_index is not None}
     rows = []
     for s in steps:
         arts = by_step.get(s.pk, [])
@@ -168,6 +209,8 @@ def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDO
         )
         if s.started_at and s.ended_at:
             row.duration_ms = max(0.0, (s.ended_at - s.started_at).total_seconds() * 1000)
+        if t0 and s.started_at:
+            row.start_ms = (s.started_at - t0).total_seconds() * 1000
         if span and s.started_at:
             row.offset_pct = round(100 * (s.started_at - t0).total_seconds() / span, 2)
             end = s.ended_at or s.started_at
@@ -183,6 +226,8 @@ def trace_window(document: Document, *, start: int = 0, limit: int = FIRST_WINDO
         query=query,
         t0=t0,
         t1=t1,
+        agent=agent,
+        errors_only=errors_only,
     )
 
 

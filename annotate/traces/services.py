@@ -265,6 +265,29 @@ def trace_upload_start(*, study: Study, user, uploaded_file, fmt: str) -> Job:
         raise
 
 
+MAX_UPLOAD_FILES = 50
+
+
+def trace_uploads_start(*, study: Study, user, uploaded_files: list, fmt: str) -> list[Job]:
+    """Several trace files at once: all are checked before any is stored (a bad one refuses the lot, naming it),
+    then each starts its own "import_traces" Job, so each shows its own progress and failure."""
+    files = [f for f in uploaded_files if f is not None]
+    errors = {}
+    if fmt not in FORMATS:
+        errors["format"] = f"Choose a format: {', '.join(FORMATS)}."
+    if not files:
+        errors["file"] = "Choose a file to import."
+    elif len(files) > MAX_UPLOAD_FILES:
+        errors["file"] = f"At most {MAX_UPLOAD_FILES} files at once."
+    else:
+        bad = [Path(f.name or "").name for f in files if Path(f.name or "").suffix.lower() not in TRACE_EXTENSIONS]
+        if bad:
+            errors["file"] = f"Not a supported trace file (use .json or .jsonl): {', '.join(repr(b) for b in bad)}."
+    if errors:
+        raise ValidationError(errors)
+    return [trace_upload_start(study=study, user=user, uploaded_file=f, fmt=fmt) for f in files]
+
+
 def trace_step_count(document: Document) -> int:
     """Steps stored for a document (0 for documents without a trace)."""
     top = TraceStep.objects.filter(document=document).aggregate(m=Max("index"))["m"]

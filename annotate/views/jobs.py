@@ -10,6 +10,8 @@ from annotate.studies.access import membership_for
 from annotate.studies.selectors import study_jobs
 from annotate.views.access import study_view
 
+IMPORT_KINDS = ("import", "import_traces")  # jobs whose end changes the study's counts
+
 
 @require_GET
 def job_status(request: HttpRequest, pk: int) -> HttpResponse:
@@ -22,7 +24,10 @@ def job_status(request: HttpRequest, pk: int) -> HttpResponse:
     elif job.created_by_id != request.user.pk:
         raise Http404("No such job")
     template = "annotate/partials/_job.html" if request.htmx else "annotate/job.html"
-    return render(request, template, {"job": job})
+    response = render(request, template, {"job": job})
+    if request.htmx and job.finished and job.kind in IMPORT_KINDS:
+        response["HX-Trigger"] = "faultline:imported"  # the study page refreshes its counts
+    return response
 
 
 @require_GET

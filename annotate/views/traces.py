@@ -12,7 +12,7 @@ from annotate.imports.uploads import upload_max_bytes
 from annotate.models import Document, Study
 from annotate.traces.parsers import FORMATS
 from annotate.traces.selectors import WINDOW, step_text, trace_window
-from annotate.traces.services import trace_upload_start
+from annotate.traces.services import trace_uploads_start
 from annotate.views.access import study_view
 
 
@@ -26,7 +26,14 @@ def trace_steps(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     """A window of a trace's steps (htmx: appended below the last one, or replacing them for a search)."""
     document = get_object_or_404(Document.objects.only("pk", "study_id", "meta", "kind"), pk=pk, study=study)
     start, query = _int(request.GET.get("start")), request.GET.get("q", "")
-    window = trace_window(document, start=start, limit=WINDOW, query=query)
+    window = trace_window(
+        document,
+        start=start,
+        limit=WINDOW,
+        query=query,
+        agent=request.GET.get("agent", ""),
+        errors_only=request.GET.get("errors") == "1",
+    )
     context = {
         "study": study,
         "trace": window,
@@ -52,7 +59,8 @@ def trace_step_text(request: HttpRequest, study: Study, pk: int, index: int, par
 @require_POST
 @study_view("owner")
 def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
-    """Upload a trace file (OTLP, OpenInference, Langfuse, Phoenix, Who&When or MAST); the import runs as a Job."""
+    """Upload trace files (OTLP, OpenInference, Langfuse, Phoenix, Who&When or MAST); each file's import runs as its
+    own Job."""
     context = {
         "study": study,
         "max_upload_mb": settings.FAULTLINE_MAX_UPLOAD_MB,
@@ -61,13 +69,20 @@ def trace_upload(request: HttpRequest, study: Study) -> HttpResponse:
         "trace_format": request.POST.get("format", ""),
     }
     try:
-        job = trace_upload_start(
-            study=study, user=request.user, uploaded_file=request.FILES.get("file"), fmt=request.POST.get("format", "")
+        jobs = trace_uploads_start(
+            study=study,
+            user=request.user,
+            uploaded_files=request.FILES.getlist("file"),
+            fmt=request.POST.get("format", ""),
         )
     except ValidationError as exc:
         context["trace_error"] = " ".join(exc.messages)
         return render(request, "annotate/partials/_trace_import.html", context, status=200 if request.htmx else 400)
     if request.htmx:
-        job.refresh_from_db()  # an eager (broker-less) run has already finished it
-        return render(request, "annotate/partials/_trace_import.html", {**context, "job": job})
-    return redirect("job_status", pk=job.pk)
+        for job in jobs:
+            job.refresh_from_db()  # an eager (broker-less) run has already finished it
+        response = render(request, "annotate/partials/_trace_import.html", {**context, "jobs": jobs})
+        if any(job.finished for job in jobs):
+            response["HX-Trigger"] = "faultline:imported"  # the study page refreshes its counts
+        return response
+    return redirect("job_status", pk=jobs[0].pk) if len(jobs) == 1 else redirect("study_job_list", study.slug)

@@ -111,8 +111,17 @@ class TraceSteps(APIView):
 
     @extend_schema(
         summary="A trace's steps",
-        description="Steps of a trace or incident document, a window at a time (`start`, `limit` up to 500, `q`).",
-        parameters=[OpenApiParameter("start", int), OpenApiParameter("limit", int), OpenApiParameter("q", str)],
+        description=(
+            "Steps of a trace or incident document, a window at a time (`start`, `limit` up to 500, `q`); "
+            "`agent` keeps one agent's steps, `errors=1` only failed steps."
+        ),
+        parameters=[
+            OpenApiParameter("start", int),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("q", str),
+            OpenApiParameter("agent", str),
+            OpenApiParameter("errors", str, enum=["0", "1"]),
+        ],
         responses={200: StepSerializer(many=True)},
     )
     def get(self, request: Request, slug: str, pk: int) -> Response:
@@ -121,7 +130,17 @@ class TraceSteps(APIView):
         limit = request.query_params.get("limit", "100")
         if not start.isdigit() or not limit.isdigit():
             raise serializers.ValidationError({"start": "start and limit are whole numbers."})
-        window = trace_window(document, start=int(start), limit=int(limit), query=request.query_params.get("q", ""))
+        errors = request.query_params.get("errors", "0")
+        if errors not in ("0", "1"):
+            raise serializers.ValidationError({"errors": "errors is 0 or 1."})
+        window = trace_window(
+            document,
+            start=int(start),
+            limit=int(limit),
+            query=request.query_params.get("q", ""),
+            agent=request.query_params.get("agent", ""),
+            errors_only=errors == "1",
+        )
         return Response(
             {
                 "total": window.total,

@@ -1,5 +1,7 @@
 // The trace viewer: j/k move between steps, m marks the current one as the decisive step,
-// a click selects a step, toggles collapse nested spans, "show all" expands long content.
+// a click selects a step (its text and detail show in the step pane), toggles collapse nested
+// spans, "show all" expands long content, the view buttons switch to the timeline or full text.
+// Collapsed spans are remembered by index, so a window loaded later hides their children too.
 // Windows of steps arrive through htmx, so every handler is delegated from the trace section.
 // A fill of the coding form with a decisive step (an accepted suggestion, coding.js's
 // "faultline:filled") selects that step and scrolls to it, loading its window if needed.
@@ -9,6 +11,9 @@
   if (!trace || trace.dataset.ready) return;
   trace.dataset.ready = "1";
   const list = document.getElementById("trace-steps");
+  const pane = document.getElementById("step-pane-body");
+  const placeholder = pane ? Array.from(pane.childNodes, (node) => node.cloneNode(true)) : [];
+  const collapsed = new Set(); // indices of the spans a coder collapsed
   let current = null;
 
   function steps() {
@@ -20,6 +25,7 @@
     if (current) current.classList.remove("is-current");
     current = el;
     el.classList.add("is-current");
+    showDetail(el);
     if (focus !== false) {
       el.focus({ preventScroll: true });
       el.scrollIntoView({ block: "nearest" });
@@ -36,6 +42,30 @@
       const more = list.querySelector(".load-more");
       if (more) more.click();
     }
+  }
+
+  function showDetail(el) {
+    if (!pane) return;
+    // Copies of the server-rendered (escaped) row: nothing here is parsed as HTML.
+    const parts = [".step-head", ".step-meta", ".step-body", ".step-detail"].map((part) => el.querySelector(part));
+    pane.replaceChildren(...parts.filter(Boolean).map((part) => part.cloneNode(true)));
+  }
+
+  function applyCollapse() {
+    // Rows come in index order and a parent precedes its children, so one pass hides every descendant.
+    const hidden = new Set();
+    list.querySelectorAll(".trace-step").forEach((el) => {
+      const parent = el.dataset.parent;
+      const hide = parent !== undefined && (collapsed.has(parent) || hidden.has(parent));
+      el.hidden = hide;
+      if (hide) hidden.add(el.dataset.index);
+      const button = el.querySelector(".step-toggle");
+      if (button) {
+        const open = !collapsed.has(el.dataset.index);
+        button.setAttribute("aria-expanded", open ? "true" : "false");
+        button.textContent = open ? "▾" : "▸";
+      }
+    });
   }
 
   function showDecisive(index) {
@@ -59,24 +89,16 @@
   }
 
   function toggle(button) {
-    const row = button.closest(".trace-step");
-    const open = button.getAttribute("aria-expanded") === "true";
-    button.setAttribute("aria-expanded", open ? "false" : "true");
-    button.textContent = open ? "▸" : "▾";
-    // Hide (or show) every later row whose ancestry leads back to this one.
-    const hidden = new Set([row.dataset.index]);
-    let el = row.nextElementSibling;
-    while (el && el.classList.contains("trace-step")) {
-      if (el.dataset.parent !== undefined && hidden.has(el.dataset.parent)) {
-        hidden.add(el.dataset.index);
-        el.hidden = open;
-        const inner = el.querySelector(".step-toggle");
-        if (!open && inner) { inner.setAttribute("aria-expanded", "true"); inner.textContent = "▾"; }
-      } else if (Number(el.dataset.parent || -1) < Number(row.dataset.index)) {
-        break;
-      }
-      el = el.nextElementSibling;
-    }
+    const index = button.closest(".trace-step").dataset.index;
+    if (collapsed.has(index)) collapsed.delete(index);
+    else collapsed.add(index);
+    applyCollapse();
+  }
+
+  function setView(button) {
+    const on = button.getAttribute("aria-pressed") !== "true";
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    trace.classList.toggle(button.dataset.view, on);
   }
 
   async function showAll(button) {
@@ -95,7 +117,8 @@
     const target = event.target;
     if (target.closest(".step-toggle")) return toggle(target.closest(".step-toggle"));
     if (target.closest(".show-all")) return showAll(target.closest(".show-all"));
-    if (target.closest(".mark-step")) return mark(target.closest(".trace-step"));
+    if (target.closest(".view-toggle")) return setView(target.closest(".view-toggle"));
+    if (target.closest(".mark-step")) return mark(target.closest(".trace-step") || current);
     const row = target.closest(".trace-step");
     if (row && !target.closest("a, button, pre")) select(row, false);
   });
@@ -112,7 +135,11 @@
   function reveal(index) {
     const el = document.getElementById("step-" + index);
     if (el) {
-      if (el.hidden) el.hidden = false; // under a collapsed span: the decisive step must show
+      // Under a collapsed span: the decisive step must show, so its ancestors open.
+      for (let p = el; p && p.dataset.parent !== undefined; p = document.getElementById("step-" + p.dataset.parent)) {
+        collapsed.delete(p.dataset.parent);
+      }
+      applyCollapse();
       select(el, false);
       el.scrollIntoView({ block: "center" });
       return;
@@ -145,6 +172,13 @@
   });
 
   document.body.addEventListener("htmx:afterSwap", () => {
+    applyCollapse();
+    if (current && !current.isConnected) {
+      const again = document.getElementById("step-" + current.dataset.index);
+      current = null;
+      if (again) select(again, false);
+      else if (pane) pane.replaceChildren(...placeholder.map((node) => node.cloneNode(true))); // filtered out
+    }
     if (trace.dataset.decisive !== undefined) showDecisive(trace.dataset.decisive);
   });
   if (trace.dataset.decisive !== undefined) showDecisive(trace.dataset.decisive);
