@@ -320,7 +320,9 @@ def dataset_import(
             adjudications.append(_row_adjudication(row, ep, lookup, coders, where=where))
     created = _codes_store(suggestions, codings, adjudications)
     _episodes_finish(study, episodes, adjudications, k=k, rule=rule, coders=coders)
-    _check_labels(study=study, rows=rows, episodes=episodes, codings=created, adjudications=adjudications)
+    _check_labels(
+        study=study, rows=rows, episodes=episodes, codings=created, adjudications=adjudications, lookup=lookup
+    )
     return DatasetImport(
         study=study, rows=len(rows), codings=len(created), adjudications=len(adjudications),
         suggestions=len(suggestions),
@@ -512,8 +514,11 @@ def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list,
     Membership.objects.filter(study=study, user_id__in=adjudicators).update(adjudicator=True)
 
 
-def _check_labels(*, study: Study, rows: list[dict], episodes, codings, adjudications) -> None:
-    """Every row's label status must come out the same under the imported study's rule and k."""
+def _check_labels(*, study: Study, rows: list[dict], episodes, codings, adjudications, lookup: _Lookup) -> None:
+    """Every row's label must come out the same under the imported study's rule and k: its status, and its
+    codes (a file whose label columns say one thing and its codings or adjudication another is refused, rather
+    than loaded as whichever of the two the import happens to read)."""
+    code_of = ({t.pk: t.code for t in lookup.types.values()}, {v.pk: v.code for v in lookup.values.values()})
     by_episode: dict[int, list] = {}
     for c in sorted(codings, key=lambda c: c.coder_id):
         by_episode.setdefault(c.episode_id, []).append(c)
@@ -530,4 +535,17 @@ def _check_labels(*, study: Study, rows: list[dict], episodes, codings, adjudica
                     f"{row['label_reason']!r}, but here it would be {label.status} {label.reason!r}; "
                     f"is coders_per_episode ({study.coders_per_episode}) right?"
                 }
+            )
+        if label.usable:
+            _check_label_codes(row, label, code_of, where=f"row {n} ({row['external_id']})")
+
+
+def _check_label_codes(row: dict, label, code_of: tuple[dict[int, str], dict[int, str]], *, where: str) -> None:
+    types, values = code_of  # the two tables' ids overlap
+    for axis in ("failure_type", "source", "stage", "capability"):
+        here = (types if axis == "failure_type" else values).get(getattr(label, f"{axis}_id"))
+        said = row.get(f"label_{axis}") or None
+        if said != here:
+            raise ValidationError(
+                {"file": f"{where}: label_{axis} says {said!r}, but its codings and adjudication give {here!r}"}
             )

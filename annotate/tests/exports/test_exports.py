@@ -207,6 +207,25 @@ def test_a_bad_dataset_writes_nothing(demo, tmp_path):
         call_command("import_dataset", str(bad), stdout=io.StringIO())
 
 
+def test_a_label_column_that_its_codings_contradict_is_refused(demo, tmp_path):
+    """An adjudicated row's label is its adjudication's codes: a file whose label_stage says another stage (an
+    edited export) is refused, naming the row and both values, rather than loaded as one of the two."""
+    path = tmp_path / "demo.jsonl"
+    call_command("export", "--study", "demo", "--format", "jsonl", "--out", str(path), stdout=io.StringIO())
+    _wipe_study("demo")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    n, row = next((n, r) for n, r in enumerate(rows, 1) if r["label_status"] == "adjudicated")
+    other = "setup" if row["label_stage"] != "setup" else "intake"
+    row["label_stage"] = other
+    bad = tmp_path / "edited.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(
+        CommandError, match=rf"row {n} .*label_stage says '{other}'.*give '{rows[n - 1]['adjudication_stage']}'"
+    ):
+        call_command("import_dataset", str(bad), stdout=io.StringIO())
+    assert not Study.objects.filter(slug="demo").exists()
+
+
 def test_the_api_streams_jsonl_and_csv_in_a_fixed_number_of_queries(demo, client):
     from django.contrib.auth import get_user_model
 
