@@ -49,7 +49,7 @@ def test_a_small_study_gets_its_zip_inline(demo, as_user):
     assert {"demo-report/report.html", "demo-report/report.pdf", "demo-report/tables.tex",
             "demo-report/provenance.json", "demo-report/export/demo.jsonl"} <= names  # fmt: skip
     assert any(n.endswith(".svg") for n in names)
-    assert not Job.objects.exists()  # a GET starts nothing
+    assert not Job.objects.filter(kind="report").exists()  # a GET starts nothing
 
 
 def test_a_large_study_is_built_by_a_job_and_then_served(demo, as_user, settings, django_capture_on_commit_callbacks,
@@ -58,7 +58,7 @@ def test_a_large_study_is_built_by_a_job_and_then_served(demo, as_user, settings
     owner = as_user(_user("demo-owner"))
     refused = owner.get(URL, {"bootstrap": "300"})
     assert refused.status_code == 409 and "POST /api/v1/studies/demo/report/" in refused.json()["detail"]
-    assert not Job.objects.exists()
+    assert not Job.objects.filter(kind="report").exists()
     with django_capture_on_commit_callbacks(execute=True):
         started = owner.post(URL, {"bootstrap": "300"}, format="json")
     assert started.status_code == 202
@@ -70,5 +70,5 @@ def test_a_large_study_is_built_by_a_job_and_then_served(demo, as_user, settings
     # The same parameters on the same labels: GET now serves the job's zip; other parameters still need a job.
     assert owner.get(URL, {"bootstrap": "300"}).status_code == 200
     assert owner.get(URL, {"bootstrap": "300", "seed": "7"}).status_code == 409
-    assert Job.objects.count() == 1
+    assert Job.objects.filter(kind="report").count() == 1
     assert as_user(_user("demo-coder1")).get(f"/api/v1/jobs/{job.pk}/file/").status_code in (403, 404)

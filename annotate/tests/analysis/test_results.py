@@ -22,6 +22,11 @@ from annotate.tests.factories.analysis_factory import build, db_snapshot, paper_
 QUERY = {"bootstrap": "300", "seed": "4"}
 
 
+@pytest.fixture(autouse=True)
+def _in_process(eager_jobs):
+    """Jobs and their chunk tasks run here, as without a broker, also where CI configures Redis."""
+
+
 @pytest.fixture
 def paper(study, codes, alice, bob):
     build(study, paper_rows(5, 6), codes, [alice, bob])

@@ -75,7 +75,7 @@ def test_production_refuses_the_loopback(client, alice, study):
 
 
 def test_a_test_event_reaches_the_receiver_signed_and_the_page_shows_its_answer(
-    client, alice, study, dev_run, receiver, django_capture_on_commit_callbacks
+    client, alice, study, dev_run, receiver, django_capture_on_commit_callbacks, eager_jobs
 ):
     client.force_login(alice)
     secret = _secret(client.post(SETTINGS_URL, {"action": "save", "webhook_url": receiver.url}).content.decode())
@@ -97,7 +97,7 @@ def test_a_test_event_reaches_the_receiver_signed_and_the_page_shows_its_answer(
 
 
 def test_a_failed_test_event_shows_the_answer_and_is_not_retried(
-    client, alice, study, dev_run, django_capture_on_commit_callbacks, settings
+    client, alice, study, dev_run, django_capture_on_commit_callbacks, settings, eager_jobs
 ):
     settings.FAULTLINE_WEBHOOK_BACKOFF_S = 0.0
     failing = Receiver(status=500, reply=b"receiver is down")

@@ -25,8 +25,11 @@ def eager_jobs(monkeypatch):
 
 @pytest.fixture
 def imported(study):
+    from annotate.documents.services import search_vectors_fill
+
     import_file(study=study, path=SAMPLES / "github_issues.json")
     import_file(study=study, path=SAMPLES / "literature.bib")
+    search_vectors_fill(study_id=study.pk)  # the follow-up job's work (PostgreSQL defers it; SQLite: a no-op)
     return study
 
 
