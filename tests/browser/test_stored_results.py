@@ -40,7 +40,7 @@ def _code_one_more(study) -> None:
     )
 
 
-def test_a_large_study_shows_its_stored_analysis_current_then_stale(page, live_server, login, shot, demo):
+def test_a_large_study_shows_its_stored_analysis_current_then_stale(page, live_server, login, shot, demo, eager_jobs):
     login("demo-owner")
     url = f"{live_server.url}/studies/demo/analysis/"
     page.goto(url)

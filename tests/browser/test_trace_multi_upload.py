@@ -17,7 +17,7 @@ if not WHO.is_dir():
 
 
 def test_several_trace_files_upload_at_once_and_an_oversized_one_is_refused_on_choice(
-    page, live_server, login, study, alice, settings, tmp_path
+    page, live_server, login, study, alice, settings, tmp_path, eager_jobs
 ):
     from tests.browser.conftest import SCREENSHOTS
 

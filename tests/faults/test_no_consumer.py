@@ -95,6 +95,8 @@ def test_jobs_queued_while_no_worker_runs_each_run_exactly_once(
     finally:
         llm.stop()
 
+    # The follow-up an import queues on PostgreSQL (its search_index job) is a job like the others.
+    jobs += list(Job.objects.filter(kind="search_index").exclude(pk__in=[j.pk for j in jobs]))
     # The test's own counter: each job's work started exactly once.
     assert runs_counted.runs() == {job.pk: 1 for job in jobs}
     statuses = {job.pk: (job.status, job.attempts) for job in Job.objects.all()}

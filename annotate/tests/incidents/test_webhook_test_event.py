@@ -123,7 +123,7 @@ def test_a_test_event_needs_a_url_and_only_owners_send_one(client, alice, bob, s
 
 
 def test_a_bulk_assign_sends_one_signed_triaged_event_per_incident(
-    study, alice, bob, dev_run, receiver, django_capture_on_commit_callbacks
+    study, alice, bob, dev_run, receiver, django_capture_on_commit_callbacks, eager_jobs
 ):
     from annotate.incidents.services import IncidentData, incident_create, incident_move, incidents_bulk_move
     from annotate.incidents.webhook_settings import study_webhook_set
