@@ -294,7 +294,9 @@ class Processes:
         # Every worker loads the run counter; it counts when the environment names its Redis (RunCounter.env).
         return self._spawn(
             name,
+            # The pool named, as the settings pick solo where one task runs at a time (a 2-core machine).
             [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--concurrency", str(concurrency),
+             "--pool", "prefork" if concurrency > 1 else "solo",
              "-n", f"{name}-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "INFO",
              "--include", run_counter.__name__],
             env,
