@@ -247,12 +247,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # ~100 MB and competes for the same cores. Bigger machines get one per two cores; CELERY_CONCURRENCY overrides.
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 CELERY_WORKER_CONCURRENCY = envint("CELERY_CONCURRENCY", max(1, _CORES // 2))
-# One task at a time needs no pool beside the worker: the solo pool runs it in the worker process itself, saving the
-# ~100 MB of a forked pool process. A task that kills it is redelivered (acks late) and its job re-leased, as with a
-# lost pool process; the supervisor (systemd, deploy/supervise.py) restarts the worker. FAULTLINE_WORKER_POOL overrides.
-CELERY_WORKER_POOL = os.environ.get("FAULTLINE_WORKER_POOL") or (
-    "solo" if CELERY_WORKER_CONCURRENCY == 1 else "prefork"
-)
+# The pool: prefork, unless FAULTLINE_WORKER_POOL names another. deploy/supervise.py (make serve) starts its worker
+# with --pool solo where one task runs at a time (CELERY_WORKER_CONCURRENCY == 1): the task runs in the worker
+# process itself, saving the ~100 MB of a forked pool process. Not set here from the core count, because the
+# setting wins over a worker's own --pool/--concurrency on the command line (a worker started with
+# --concurrency 2 would run one task at a time).
+if os.environ.get("FAULTLINE_WORKER_POOL"):
+    CELERY_WORKER_POOL = os.environ["FAULTLINE_WORKER_POOL"]
 # A prefork pool process that grew past this (KiB) after a task, say by loading scikit-learn for suggestions or
 # matplotlib for figures, is replaced by a fresh one: the memory a rare job needs is not held while the worker idles.
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = envint("FAULTLINE_WORKER_MAX_MEMORY_MB", 300) * 1024

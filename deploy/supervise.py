@@ -59,14 +59,22 @@ class Program:
         log(f"{self.name} (pid {pid}) exited with {code} after {ran:.0f} s; restarting in {self.delay:.0f} s")
 
 
+def worker_concurrency() -> int:
+    """As config.settings.CELERY_WORKER_CONCURRENCY: CELERY_CONCURRENCY, else one pool process per two cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return int(os.environ.get("CELERY_CONCURRENCY") or max(1, cores // 2))
+
+
 def programs() -> list[Program]:
     py = sys.executable
     level = os.environ.get("CELERY_LOG_LEVEL", "INFO")
     schedule = os.environ.get("CELERY_BEAT_SCHEDULE", "/tmp/faultline-celerybeat")  # noqa: S108 - a local default
-    # The pool's size and recycling come from the settings (CELERY_CONCURRENCY, FAULTLINE_WORKER_MAX_MEMORY_MB).
+    # The pool's size and recycling come from the settings (CELERY_CONCURRENCY, FAULTLINE_WORKER_MAX_MEMORY_MB);
+    # one task at a time runs in the worker process itself (the solo pool), saving a forked pool process.
+    pool = ["--pool", "solo"] if worker_concurrency() == 1 and not os.environ.get("FAULTLINE_WORKER_POOL") else []
     return [
         Program("web", [py, "-m", "gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"]),
-        Program("worker", [py, "-m", "celery", "-A", "config", "worker", "-l", level]),
+        Program("worker", [py, "-m", "celery", "-A", "config", "worker", "-l", level, *pool]),
         Program("beat", [py, "-m", "celery", "-A", "config", "beat", "-l", level, "--schedule", schedule]),
     ]
 

@@ -104,7 +104,9 @@ def test_the_worker_pool_is_sized_from_the_cores_and_recycles_grown_processes():
         "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'config.settings'\n"
         "import os; os.sched_getaffinity = lambda pid: set(range(int(os.environ['CORES'])))\n"
         "from django.conf import settings as s\n"
-        "print(s.CELERY_WORKER_CONCURRENCY, s.CELERY_WORKER_POOL, s.CELERY_WORKER_MAX_MEMORY_PER_CHILD)"
+        "import deploy.supervise as sup\n"
+        "pool = getattr(s, 'CELERY_WORKER_POOL', 'solo' if '--pool' in sup.programs()[1].argv else 'prefork')\n"
+        "print(s.CELERY_WORKER_CONCURRENCY, pool, s.CELERY_WORKER_MAX_MEMORY_PER_CHILD)"
     )
     env = {**os.environ, "FAULTLINE_DEV": "1"}
     env.pop("CELERY_CONCURRENCY", None)
