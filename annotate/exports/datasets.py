@@ -212,7 +212,8 @@ def _manifest_for(path: Path) -> dict | None:
     return json.loads(side.read_text(encoding="utf-8")) if side.exists() else None
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256, read in 1 MB blocks (the manifest's check; the report's provenance too)."""
     sha = hashlib.sha256()
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -342,7 +343,7 @@ def _label_coder(man: dict, rule: str, coders: _Coders):
 def _dataset_read(path: Path) -> tuple[dict, list[dict], Codebook]:
     """The manifest beside the file ({} without one), the file's rows, and the codebook they name."""
     man = _manifest_for(path)
-    if man and man.get("sha256") and man["sha256"] != _sha256(path):
+    if man and man.get("sha256") and man["sha256"] != file_sha256(path):
         raise ValidationError({"file": f"'{path.name}' does not match the sha256 in its manifest"})
     rows = [clean_json(row) for row in dataset_rows(path)]
     if not rows:

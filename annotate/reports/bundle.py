@@ -25,7 +25,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from annotate.analysis.params import Params
-from annotate.exports.datasets import dataset_rows, export_write
+from annotate.exports.datasets import dataset_rows, export_write, file_sha256
 from annotate.models import Study
 from annotate.reports.collect import report_documents
 from annotate.reports.methods import methods_paragraph
@@ -84,14 +84,6 @@ def labels_sha256(export_path: Path) -> tuple[str, int]:
         json.dumps([row.get(f) for f in LABEL_FIELDS], ensure_ascii=False) for row in dataset_rows(export_path)
     )
     return hashlib.sha256("\n".join(lines).encode()).hexdigest(), len(lines)
-
-
-def file_sha256(path: Path) -> str:
-    sha = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            sha.update(chunk)
-    return sha.hexdigest()
 
 
 def _caption(name: str) -> str:

@@ -20,12 +20,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotate.analysis.params import Params
-from annotate.exports.datasets import dataset_import
+from annotate.exports.datasets import dataset_import, file_sha256
 from annotate.models import Study
 from annotate.reports.bundle import (
     Rendered,
     canonical_sha256,
-    file_sha256,
     labels_sha256,
     report_render,
 )

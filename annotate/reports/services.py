@@ -12,9 +12,10 @@ from django.conf import settings
 
 from annotate.analysis.arrays import codebook_axes
 from annotate.analysis.params import Params, parse_params
+from annotate.exports.datasets import file_sha256
 from annotate.jobs.runner import job_start
 from annotate.models import Job, JobStatus, Study
-from annotate.reports.bundle import file_sha256, report_write, report_zip
+from annotate.reports.bundle import report_write, report_zip
 
 REPORT_DIR = "reports"
 PARAM_KEYS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
