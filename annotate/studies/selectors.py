@@ -51,7 +51,7 @@ def study_counts(study: Study, *, visible: Q | None = None) -> StudyCounts:
     complete, adjudicated) to the episodes whose codings the member may see: a blind coder's
     "coded" is what they coded, not how far everyone else has got. None counts every episode.
     """
-    docs = Document.objects.filter(study=study).values("kind").annotate(n=Count("id"))
+    docs = Document.objects.filter(study=study).values("kind").annotate(n=Count("id")).order_by("-n", "kind")
     by_kind = {row["kind"]: row["n"] for row in docs}
     seen = visible if visible is not None else Q()
     agg = Episode.objects.filter(study=study).aggregate(
