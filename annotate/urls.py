@@ -113,6 +113,11 @@ urlpatterns = [
         name="suggestion_panel",
     ),
     path(
+        "studies/<slug:slug>/episodes/<int:pk>/suggestions/first-choice/",
+        suggestion_views.suggestion_first_choice,
+        name="suggestion_first_choice",
+    ),
+    path(
         "studies/<slug:slug>/suggestions/<int:pk>/reject/",
         suggestion_views.suggestion_reject_view,
         name="suggestion_reject",

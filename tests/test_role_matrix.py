@@ -90,6 +90,7 @@ MATRIX: dict[str, tuple[str, tuple, dict]] = {
     "suggestion_audit": ("POST", POST_OWNER, {"data": {"backend": "local"}}),
     "suggestion_panel": ("GET", PAGE_WRITE, {}),
     "suggestion_reject": ("POST", POST_WRITE, {}),
+    "suggestion_first_choice": ("POST", POST_WRITE, {"data": {"failure_type": "TUS-03"}}),
     # Teams and accounts (issue 14). Only staff start studies by default; nobody here is staff.
     "study_new": ("GET", (LOGIN, 403, 403, 403, 403), {}),
     "invitation_accept": ("GET", (410, 410, 410, 410, 410), {}),  # open without a login; a bad token is gone

@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass
 
 from django.core import signing
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotate.coding.exposure import ExposureReport, ExposureRow, exposure_arm, exposure_report
 from annotate.coding.labels import final_labels
-from annotate.models import Coding, CodingExposure, Episode, Study, SuggestionStatus
+from annotate.models import Coding, CodingExposure, Episode, FirstChoice, Study, Suggestion, SuggestionStatus
 from taxonomy.models import FailureType
 
 SALT = "faultline.exposure"
@@ -52,17 +53,29 @@ def suggestions_wait_for_choice(study: Study, offer: Offer | None) -> bool:
     return study.suggestions_after_first_choice or (offer is not None and offer.guarded)
 
 
-def suggestions_guarded(study: Study, offer: Offer | None, *, has_own: bool, chosen: str) -> bool:
+def suggestions_guarded(study: Study, offer: Offer | None, *, episode: Episode, coder, has_own: bool) -> bool:
     """Whether the suggestions must stay hidden from this coder now: the one rule every view asks.
 
-    They wait (suggestions_wait_for_choice) until the coder has a coding of the episode or names the
-    type they chose first (`chosen`, sent by the page once they pick one). A value that names no type
-    of the study's codebook (`?chosen=1`) is no choice: the `after` arm of the experiment holds.
+    They wait (suggestions_wait_for_choice) until the coder has a coding of the episode or a stored
+    first choice (first_choice_record, a POST). Nothing the request says counts: a type named in the
+    URL (`?chosen=TUS-03`) would let the `after` arm of the experiment see suggestions unrecorded.
     """
     if not suggestions_wait_for_choice(study, offer) or has_own:
         return False
-    chosen = chosen.strip()
-    return not (chosen and FailureType.objects.filter(codebook_id=study.codebook_id, code=chosen).exists())
+    return not FirstChoice.objects.filter(episode=episode, coder=coder).exists()
+
+
+def first_choice_record(*, episode: Episode, coder, failure_type: str) -> FirstChoice:
+    """Store the coder's first choice of a type on this episode; the first one stands, later ones change nothing.
+
+    Raises ValidationError naming `failure_type` when the code is no type of the study's codebook.
+    """
+    code = (failure_type or "").strip()
+    chosen = FailureType.objects.filter(codebook_id=episode.study.codebook_id, code=code).first()
+    if chosen is None:
+        raise ValidationError({"failure_type": f"{code or '(empty)'} is not a failure type of this study's codebook."})
+    choice, _ = FirstChoice.objects.get_or_create(episode=episode, coder=coder, defaults={"failure_type": chosen})
+    return choice
 
 
 def exposure_token_read(token: str, *, episode_id: int, coder_id: int) -> tuple[str, float] | None:
@@ -93,6 +106,17 @@ def exposure_rows(study: Study) -> list[ExposureRow]:
     for episode, label in final_labels(study, Episode.objects.filter(pk__in=ids)):
         if label.usable and not label.needs_new_type:
             finals[episode.pk] = NAF if label.not_a_failure else type_code.get(label.failure_type_id)
+    firsts = {
+        (f.episode_id, f.coder_id): type_code.get(f.failure_type_id)
+        for f in FirstChoice.objects.filter(episode_id__in=ids).only("episode_id", "coder_id", "failure_type_id")
+    }
+    top = {}  # the newest usable suggestion's top type per episode: what a coder saw after choosing
+    for episode_id, failure_type_id, not_a_failure in (
+        Suggestion.objects.filter(episode_id__in=ids, error="")
+        .order_by("episode_id", "-created_at", "-pk")
+        .values_list("episode_id", "failure_type_id", "not_a_failure")
+    ):
+        top.setdefault(episode_id, NAF if not_a_failure else type_code.get(failure_type_id))
     rows = []
     for x in exposures:
         c = codings.get((x.episode_id, x.coder_id))
@@ -112,6 +136,8 @@ def exposure_rows(study: Study) -> list[ExposureRow]:
                 final_type=finals.get(x.episode_id),
                 seconds_to_save=x.seconds_to_save,
                 accepted_type=accepted,
+                first_choice_type=firsts.get((x.episode_id, x.coder_id)),
+                suggested_type=top.get(x.episode_id),
             )
         )
     return rows

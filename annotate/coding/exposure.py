@@ -22,7 +22,10 @@ The report (`exposure_report`, pure: rows in, frozen dataclasses out) gives per 
   who chose the same type (Wilson interval over pairs);
 - time to save (first save minus page open): median with a seeded percentile bootstrap interval;
 - automation bias: of the codings that accepted a suggestion unchanged and have a
-  final label, the share whose final label contradicts the accepted type (Wilson).
+  final label, the share whose final label contradicts the accepted type (Wilson);
+- changed after seeing suggestions (the `after` arm): of the codings with a stored first choice
+  (FirstChoice, recorded before the suggestions were shown), the share whose saved type differs
+  from it, and of those the share that moved to the suggested top type (Wilson).
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ class ArmReport:
     agreement: Share
     time_to_save: Duration
     automation_bias: Share
+    changed_after_seeing: Share
+    changed_to_suggestion: Share
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ class ExposureRow:
     final_type: str | None  # the episode's final label, None without one
     seconds_to_save: float | None
     accepted_type: str | None  # the suggested type the coder accepted unchanged, else None
+    first_choice_type: str | None = None  # the type chosen before the suggestions showed (`after` arm)
+    suggested_type: str | None = None  # the top suggested type the coder then saw, if any
 
 
 def _share(k: int, n: int) -> Share:
@@ -135,6 +142,9 @@ def exposure_report(rows: Sequence[ExposureRow], *, seed: int) -> ExposureReport
             for b in group[i + 1 :]
         ]
         accepted = [r for r in mine if r.accepted_type is not None and r.final_type is not None]
+        first = [r for r in mine if r.first_choice_type is not None and r.chosen_type is not None]
+        changed = [r for r in first if r.chosen_type != r.first_choice_type]
+        to_suggestion = [r for r in changed if r.suggested_type is not None and r.chosen_type == r.suggested_type]
         arms.append(
             ArmReport(
                 arm=arm,
@@ -144,6 +154,8 @@ def exposure_report(rows: Sequence[ExposureRow], *, seed: int) -> ExposureReport
                 agreement=_share(sum(pairs), len(pairs)),
                 time_to_save=_duration([r.seconds_to_save for r in mine], seed),
                 automation_bias=_share(sum(r.accepted_type != r.final_type for r in accepted), len(accepted)),
+                changed_after_seeing=_share(len(changed), len(first)),
+                changed_to_suggestion=_share(len(to_suggestion), len(changed)),
             )
         )
     return ExposureReport(arms=tuple(arms), seed=seed)

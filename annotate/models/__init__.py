@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from annotate.models.analysis import AnalysisResult, ResultKind
 from annotate.models.codebook_moves import CodebookMigration, MigratedCode
-from annotate.models.coding import Adjudication, Coding, CodingExposure, Confidence, ExposureArm, Lease
+from annotate.models.coding import Adjudication, Coding, CodingExposure, Confidence, ExposureArm, FirstChoice, Lease
 from annotate.models.documents import Document, DocumentKind, Episode, EpisodeStatus, Split, TriageEvent, TriageStatus
 from annotate.models.jobs import Job, JobStatus
 from annotate.models.studies import ApiToken, Invitation, LabelRule, Membership, QueueOrder, Role, Study, TokenScope
@@ -37,6 +37,7 @@ __all__ = [
     "Episode",
     "EpisodeStatus",
     "ExposureArm",
+    "FirstChoice",
     "Invitation",
     "Job",
     "JobStatus",

@@ -158,3 +158,24 @@ class CodingExposure(models.Model):
     @property
     def seconds_to_save(self) -> float | None:
         return (self.saved_at - self.opened_at).total_seconds() if self.opened_at else None
+
+
+class FirstChoice(models.Model):
+    """A coder's first choice of a failure type on an episode whose suggestions wait for it
+    (the study's anchoring guard, or the exposure experiment's `after` arm).
+
+    Written by a POST when the coder first picks a type, before any suggestion is shown, and never
+    changed after: the suggestions are shown because of it, so it is also the record of what the
+    coder chose unaided. Without it the guard would have to trust a type named in the URL.
+    """
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="first_choices", db_index=False)
+    coder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    failure_type = models.ForeignKey(FailureType, on_delete=models.PROTECT, related_name="+")
+    chosen_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "coder"], name="first_choice_episode_coder_unique")]
+
+    def __str__(self) -> str:
+        return f"first choice of {self.coder_id} on {self.episode_id}"

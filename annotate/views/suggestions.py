@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotate.coding.experiment import (
     exposure_offer,
+    first_choice_record,
     study_exposure_report,
     suggestions_guarded,
     suggestions_wait_for_choice,
@@ -84,16 +85,16 @@ def suggestion_quality_page(request: HttpRequest, study: Study) -> HttpResponse:
     return render(request, "annotate/suggestion_quality.html", context)
 
 
-def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, chosen: str) -> dict:
+def _panel_context(request: HttpRequest, study: Study, episode: Episode) -> dict:
     """What the panel shows: the newest usable suggestion, unless the anchoring guard still hides it
-    (annotate.coding.experiment.suggestions_guarded decides, from the type the coder says they chose)."""
+    (annotate.coding.experiment.suggestions_guarded decides, from the coder's stored first choice)."""
     has_own = Coding.objects.filter(episode=episode, coder=request.user).exists()
     offer = exposure_offer(study=study, coder=request.user, episode=episode)
     wait = suggestions_wait_for_choice(study, offer)
-    guarded = suggestions_guarded(study, offer, has_own=has_own, chosen=chosen)
+    guarded = suggestions_guarded(study, offer, episode=episode, coder=request.user, has_own=has_own)
     context = {
         "study": study, "episode": episode, "loaded": True, "guarded": guarded, "suggestion": None,
-        "suggest_guard": wait, "chosen": chosen if wait and not guarded else "",
+        "suggest_guard": wait,
     }  # fmt: skip
     if guarded:
         return context
@@ -154,9 +155,32 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode, *, chos
 def suggestion_panel(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
     """The panel's content, fetched by htmx once the page (or, with the anchoring guard, a first choice) is there."""
     episode = get_object_or_404(Episode.objects.select_related("document"), pk=pk, study=study)
-    context = _panel_context(request, study, episode, chosen=request.GET.get("chosen", ""))
+    context = _panel_context(request, study, episode)
     context["fragment"] = True
     return render(request, "annotate/partials/_suggestion_panel.html", context)
+
+
+@require_POST
+@study_view("write")
+def suggestion_first_choice(request: HttpRequest, study: Study, pk: int) -> HttpResponse:
+    """Record the coder's own first choice of a type (the anchoring guard's condition), then show the panel.
+
+    The first choice stands: a later one changes nothing. A code outside the codebook is a 400 naming
+    the field, and nothing is stored.
+    """
+    episode = get_object_or_404(Episode.objects.select_related("document", "study"), pk=pk, study=study)
+    error = ""
+    try:
+        first_choice_record(episode=episode, coder=request.user, failure_type=request.POST.get("failure_type", ""))
+    except ValidationError as exc:
+        error = " ".join(m for ms in exc.message_dict.values() for m in ms)
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        return redirect("coding_page", slug=study.slug, pk=episode.pk)
+    context = _panel_context(request, study, episode)
+    context.update(fragment=True, first_choice_error=error)
+    return render(request, "annotate/partials/_suggestion_panel.html", context, status=400 if error else 200)
 
 
 @require_POST
@@ -165,8 +189,7 @@ def suggestion_reject_view(request: HttpRequest, study: Study, pk: int) -> HttpR
     """Reject for this coder only. A coder the anchoring guard still keeps from the suggestion cannot
     reject it (nor see it by trying): the panel stays guarded and nothing is written."""
     suggestion = get_object_or_404(Suggestion.objects.select_related("episode"), pk=pk, episode__study=study)
-    chosen = request.POST.get("chosen", "")
-    context = _panel_context(request, study, suggestion.episode, chosen=chosen)
+    context = _panel_context(request, study, suggestion.episode)
     status = 200
     if context["guarded"]:
         status = 400
@@ -176,7 +199,7 @@ def suggestion_reject_view(request: HttpRequest, study: Study, pk: int) -> HttpR
         except ValidationError as exc:
             messages.error(request, " ".join(m for ms in exc.message_dict.values() for m in ms))
         else:
-            context = _panel_context(request, study, suggestion.episode, chosen=chosen)
+            context = _panel_context(request, study, suggestion.episode)
             context["just_rejected"] = True
     if request.htmx:
         context["fragment"] = True

@@ -178,10 +178,12 @@
     if (!document.querySelector("mark.suggestion-evidence")) highlightTop();
     var p = panel();
     if (!p || p.getAttribute("data-guard") !== "1" || !p.querySelector("[data-guard-note]")) return;
-    // The server shows the suggestions only for a type of the codebook (a choice, not a flag).
+    // The choice is stored first (a POST; the first one stands), and the server shows the
+    // suggestions because of the stored record, never because of what a request names.
     if (!e.detail || e.detail.origin !== "user" || !e.detail.failure_type || !window.htmx) return;
-    var url = p.getAttribute("data-panel-url") + "?chosen=" + encodeURIComponent(e.detail.failure_type);
-    window.htmx.ajax("GET", url, {target: "#suggestion-panel", swap: "outerHTML"});
+    window.htmx.ajax("POST", p.getAttribute("data-first-choice-url"), {
+      target: "#suggestion-panel", swap: "outerHTML", values: {failure_type: e.detail.failure_type}
+    });
   });
 
   // After any swap (the panel's content arriving, or the coding form re-rendered on save).

@@ -73,13 +73,10 @@ def page(browser):
 
 @pytest.fixture
 def shot(page):
-    """Save a full-page screenshot for a human to look at."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    """Save a full-page screenshot for a human to look at (when FAULTLINE_SCREENSHOTS is set: see screenshot)."""
 
     def take(name: str) -> Path:
-        path = SCREENSHOTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        return path
+        return screenshot(page, f"{name}.png", full_page=True)
 
     return take
 
@@ -109,3 +106,17 @@ def login(page, live_server):
         page.wait_for_url(f"{live_server.url}/")
 
     return do
+
+
+# Screenshots are for a person to look at (`FAULTLINE_SCREENSHOTS=DIR make test`): a run that nobody looks at,
+# as in CI, skips them, since full-page captures of every page at every width were a large part of the time.
+SHOOT = bool(os.environ.get("FAULTLINE_SCREENSHOTS"))
+
+
+def screenshot(target, path, **kwargs) -> Path:
+    """Capture a page or an element into FAULTLINE_SCREENSHOTS (under `path`'s file name), when that is set."""
+    path = SCREENSHOTS / Path(path).name
+    if SHOOT:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        target.screenshot(path=str(path), **kwargs)
+    return path

@@ -3,6 +3,8 @@
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import screenshot
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 X = "\u00d7"  # the multiplication sign between stage and capability
 HOT = f"Iterative execution {X} Actuation (tool use & action)"  # the paper's headline cell, by display names
@@ -99,4 +101,4 @@ def test_the_analysis_page_names_the_cell_interval_method_at_both_widths(browser
         box = method.bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"analysis-interval-{width}.png"), full_page=True)
+        screenshot(page, SCREENSHOTS / f"analysis-interval-{width}.png", full_page=True)

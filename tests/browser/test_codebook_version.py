@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import screenshot
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 NOTES = Path(os.environ.get("FAULTLINE_SHOTS_DIR", "/tmp/faultline-screenshots"))
@@ -54,8 +56,7 @@ def demo(codebook):
 
 
 def _shot(page, name: str) -> None:
-    NOTES.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(NOTES / f"{name}.png"), full_page=True)
+    screenshot(page, NOTES / f"{name}.png", full_page=True)
 
 
 def test_an_owner_moves_the_demo_study_to_a_revised_codebook(page, live_server, login, demo, codebook):

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import PASSWORD
+from tests.browser.conftest import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -135,7 +136,7 @@ def shot_other(page, name):
     from tests.browser.conftest import SCREENSHOTS
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    screenshot(page, SCREENSHOTS / f"{name}.png", full_page=True)
 
 
 def test_a_stale_save_gets_the_conflict_message(page, live_server, login, shot, study, bob, episodes):

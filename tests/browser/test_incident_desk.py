@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import screenshot
+
 pytestmark = [pytest.mark.usefixtures("incidents_open"), pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WIDE = {"width": 1366, "height": 768}
@@ -44,8 +46,7 @@ def incidents(study, bob, eager):
 
 
 def _save(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    screenshot(page, SHOTS / f"{name}.png", full_page=True)
 
 
 def _fits(page, selector: str) -> None:

@@ -16,6 +16,7 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from conftest import PASSWORD
+from tests.browser.conftest import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -230,7 +231,6 @@ def test_every_page_fits_a_phone_and_its_menu_opens_with_every_link_visible(brow
     context = browser.new_context(**PHONE)
     page = context.new_page()
     page.set_default_timeout(30_000)
-    SHOTS.mkdir(parents=True, exist_ok=True)
     problems = []
     try:
         _log_in(page, live_server.url)
@@ -239,7 +239,7 @@ def test_every_page_fits_a_phone_and_its_menu_opens_with_every_link_visible(brow
             width = page.evaluate(OVERFLOW)
             if width["scroll"] > width["inner"]:
                 problems.append(f"{name}: page is {width['scroll']} px wide at {width['inner']}: {width['out']}")
-            page.screenshot(path=str(SHOTS / f"layout-{name}-390.png"), full_page=True)
+            screenshot(page, SHOTS / f"layout-{name}-390.png", full_page=True)
             problems += _check_menu(page, name)
             if name == "adjudication-list":  # each row's action within reach, without scrolling sideways
                 action = page.get_by_role("link", name=re.compile("^Adjudicate episode")).first
@@ -252,7 +252,7 @@ def test_every_page_fits_a_phone_and_its_menu_opens_with_every_link_visible(brow
         expect(page.get_by_role("button", name="Menu")).to_have_attribute("aria-expanded", "true")
         page.keyboard.press("Tab")
         expect(page.locator("#site-menu a").first).to_be_focused()
-        page.screenshot(path=str(SHOTS / "layout-menu-open-390.png"))
+        screenshot(page, SHOTS / "layout-menu-open-390.png")
         page.keyboard.press("Escape")
     finally:
         context.close()
@@ -277,7 +277,7 @@ def test_every_page_still_fits_a_laptop_with_the_bar_in_one_row(browser, live_se
                 link = page.locator("#site-menu").get_by_role("link", name=label, exact=True)
                 if not link.evaluate(IN_VIEW) or link.evaluate(CONTRAST) < 4.5:
                     problems.append(f"{name}: {label} not in the bar")
-            page.screenshot(path=str(SHOTS / f"layout-{name}-1366.png"), full_page=True)
+            screenshot(page, SHOTS / f"layout-{name}-1366.png", full_page=True)
     finally:
         context.close()
     assert not problems, "\n".join(problems)
@@ -319,7 +319,7 @@ def test_without_javascript_the_menu_stays_open_and_fits(browser, live_server, d
             assert entries.nth(i).evaluate(CONTRAST) >= 4.5
         width = page.evaluate(OVERFLOW)
         assert width["scroll"] <= width["inner"], width
-        page.screenshot(path=str(SHOTS / "layout-overview-nojs-390.png"))
+        screenshot(page, SHOTS / "layout-overview-nojs-390.png")
     finally:
         context.close()
 
@@ -338,7 +338,7 @@ def test_a_user_who_may_not_create_studies_reads_how_on_a_phone(browser, live_se
         expect(page.locator("#creation-refusal")).to_contain_text("ask an administrator to tick Staff status")
         expect(page.get_by_role("link", name="New study")).to_have_count(0)
         assert page.evaluate(OVERFLOW)["scroll"] <= 390
-        page.screenshot(path=str(SHOTS / "layout-study-list-coder-390.png"), full_page=True)
+        screenshot(page, SHOTS / "layout-study-list-coder-390.png", full_page=True)
     finally:
         context.close()
 
@@ -361,6 +361,6 @@ def test_the_widest_screen_keeps_the_bar_in_one_row_and_pages_within_it(browser,
             bar = page.locator(".topbar").bounding_box()
             assert bar["height"] < 60, (name, bar)  # one row
             assert page.locator("main").bounding_box()["width"] <= 1800, name
-            page.screenshot(path=str(SHOTS / f"layout-{name}-2560.png"))
+            screenshot(page, SHOTS / f"layout-{name}-2560.png")
     finally:
         context.close()

@@ -9,6 +9,8 @@ import pytest
 from django.conf import settings as django_settings
 from playwright.sync_api import expect
 
+from tests.browser.conftest import screenshot
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WHO = Path(django_settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
@@ -31,9 +33,9 @@ def test_the_agreement_page_states_the_step_rule_against_the_prior(page, live_se
     expect(section.locator("tbody tr")).to_have_count(len(comparisons()))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     section.scroll_into_view_if_needed()
-    section.screenshot(path=str(SCREENSHOTS / "step-rule-heldout-1366.png"))
+    screenshot(section, SCREENSHOTS / "step-rule-heldout-1366.png")
     page.set_viewport_size({"width": 390, "height": 844})
     expect(section.locator(".step-rule-verdict")).to_be_visible()
     # The page itself does not scroll sideways; a wide table scrolls inside its own box.
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    section.screenshot(path=str(SCREENSHOTS / "step-rule-heldout-390.png"))
+    screenshot(section, SCREENSHOTS / "step-rule-heldout-390.png")

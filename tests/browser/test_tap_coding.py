@@ -12,6 +12,7 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from conftest import PASSWORD
+from tests.browser.conftest import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -87,7 +88,6 @@ def test_a_coder_codes_an_episode_on_a_phone_by_taps_alone(browser, live_server,
     pressed = []
     page.expose_function("keyPressed", lambda key: pressed.append(key))
     page.add_init_script("document.addEventListener('keydown', e => window.keyPressed(e.key), true)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
     try:
         _log_in(page, live_server.url)
         page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
@@ -110,7 +110,7 @@ def test_a_coder_codes_an_episode_on_a_phone_by_taps_alone(browser, live_server,
         expect(page.locator("#failure_type")).to_have_value(suggestion.failure_type.code)
         expect(listbox.locator("li.active")).to_have_attribute("data-code", suggestion.failure_type.code)
         expect(listbox.locator("li.chosen")).to_have_attribute("data-code", suggestion.failure_type.code)
-        page.screenshot(path=str(SHOTS / "tap-coding-accepted-390.png"))
+        screenshot(page, SHOTS / "tap-coding-accepted-390.png")
 
         # Then change every code by tapping: a type in the list, one radio per axis, the confidence.
         listbox.locator('li[data-code="EXT-01"]').tap()
@@ -128,7 +128,7 @@ def test_a_coder_codes_an_episode_on_a_phone_by_taps_alone(browser, live_server,
         page.locator("#stage").scroll_into_view_if_needed()
         save_next = page.get_by_role("button", name=re.compile("^Save and next"))
         assert save_next.evaluate(IN_VIEW), "Save and next is not on the screen while the form is"
-        page.screenshot(path=str(SHOTS / "tap-coding-form-390.png"))  # the screen as the thumb sees it
+        screenshot(page, SHOTS / "tap-coding-form-390.png")  # the screen as the thumb sees it
         for name in ("Save", "Skip", "Back"):
             expect(page.get_by_role("button", name=re.compile(f"^{name}"), exact=False).first).to_be_visible()
         assert page.evaluate(FITS)

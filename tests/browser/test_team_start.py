@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import PASSWORD
+from tests.browser.conftest import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -127,7 +128,7 @@ def shot_page(page, name):
     from tests.browser.conftest import SCREENSHOTS
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    screenshot(page, SCREENSHOTS / f"{name}.png", full_page=True)
 
 
 def test_a_triager_codes_an_incident_from_the_board(incidents_open, page, live_server, login, shot, study, bob, media):

@@ -9,6 +9,8 @@ import pytest
 from django.conf import settings as django_settings
 from playwright.sync_api import expect
 
+from tests.browser.conftest import screenshot
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WHO = Path(django_settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
@@ -50,5 +52,5 @@ def test_several_trace_files_upload_at_once_and_an_oversized_one_is_refused_on_c
     expect(page.locator("#trace-import-panel .job.job-success")).to_have_count(2, timeout=60_000)
     expect(documents).to_have_text("2")  # the counts follow the finished jobs, no reload
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.locator("#trace-import-panel").screenshot(path=str(SCREENSHOTS / "trace-multi-upload-1366.png"))
+    screenshot(page.locator("#trace-import-panel"), SCREENSHOTS / "trace-multi-upload-1366.png")
     assert errors == []

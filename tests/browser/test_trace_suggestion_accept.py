@@ -10,6 +10,8 @@ import pytest
 from django.conf import settings as django_settings
 from playwright.sync_api import expect
 
+from tests.browser.conftest import screenshot
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WHO = Path(django_settings.BASE_DIR).parent / "shared" / "datasets" / "who_and_when"
@@ -168,4 +170,4 @@ def test_an_unconfident_type_suggestion_still_shows_its_step_whose_own_accept_fi
     shot("trace-step-suggestion-unconfident-1366")
     page.set_viewport_size({"width": 390, "height": 844})
     panel.scroll_into_view_if_needed()
-    panel.screenshot(path=str(SCREENSHOTS / "trace-step-suggestion-unconfident-390.png"))
+    screenshot(panel, SCREENSHOTS / "trace-step-suggestion-unconfident-390.png")

@@ -11,6 +11,7 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from conftest import PASSWORD
+from tests.browser.conftest import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -61,7 +62,7 @@ def test_two_coders_attribute_a_trace_and_the_agreement_page_measures_it(
     expect(page.locator("#responsible_agent")).to_have_value(agent)
     expect(page.locator("#step-1")).to_have_class(re.compile(r"\bis-decisive\b"))
     shot("trace-coding-marked")
-    page.locator("#trace").screenshot(path=str(shot("trace-viewer").with_name("trace-viewer-steps.png")))
+    screenshot(page.locator("#trace"), shot("trace-viewer").with_name("trace-viewer-steps.png"))
     code_the_trace(page, "TUS-03")
     expect(page.locator("#reference-h")).to_be_visible()  # revealed once saved
     shot("trace-coding-saved")

@@ -11,6 +11,8 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import screenshot
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 N_EXTRA = 180
@@ -64,7 +66,7 @@ def screen(page, name: str) -> None:
     from tests.browser.conftest import SCREENSHOTS
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    screenshot(page, SCREENSHOTS / f"{name}.png")
 
 
 def visible_steps(page) -> int:

@@ -10,7 +10,7 @@ import pytest
 from django.core import signing
 from django.urls import reverse
 
-from annotate.coding.experiment import SALT
+from annotate.coding.experiment import SALT, study_exposure_report
 from annotate.coding.exposure import ExposureRow, exposure_arm, exposure_report
 from annotate.models import Adjudication, Coding, CodingExposure, Suggestion, SuggestionStatus
 from annotate.studies.services import membership_set
@@ -180,3 +180,41 @@ def test_opening_the_coding_page_records_nothing(study, make_episode, bob, clien
     _token(client, study, ep)
     _token(client, study, ep)
     assert not CodingExposure.objects.exists()
+
+
+def test_changes_after_seeing_suggestions_are_counted_from_the_stored_first_choice():
+    rows = [
+        # after arm: first choice EXT-02, saw TUS-01, saved TUS-01 (changed, to the suggestion);
+        ExposureRow(1, 10, "after", "TUS-01", None, None, None, first_choice_type="EXT-02", suggested_type="TUS-01"),
+        # first choice kept;
+        ExposureRow(2, 10, "after", "EXT-02", None, None, None, first_choice_type="EXT-02", suggested_type="TUS-01"),
+        # changed, but not to the suggestion;
+        ExposureRow(3, 11, "after", "CTL-01", None, None, None, first_choice_type="EXT-02", suggested_type="TUS-01"),
+        # no stored first choice (an older coding): not counted.
+        ExposureRow(4, 11, "after", "CTL-01", None, None, None),
+        ExposureRow(5, 11, "before", "CTL-01", None, None, None),
+    ]
+    before, after = exposure_report(rows, seed=1).arms
+    assert (after.changed_after_seeing.k, after.changed_after_seeing.n) == (2, 3)
+    assert (after.changed_to_suggestion.k, after.changed_to_suggestion.n) == (1, 2)
+    assert before.changed_after_seeing.n == 0 and before.changed_after_seeing.value is None
+
+
+def test_the_after_arm_reports_a_coder_who_switched_to_the_suggestion(study, make_episode, bob, client):
+    from annotate.coding.exposure import exposure_arm as arm_of
+
+    study.queue_seed = next(seed for seed in range(100) if arm_of(seed, bob.pk, 0) == "after")
+    study.exposure_experiment = True
+    study.save(update_fields=["queue_seed", "exposure_experiment"])
+    ep = make_episode(study, title="Throttled", body="The search tool answered HTTP 429 and the agent gave up.")
+    suggestions_make(study=study, backend="local")
+    suggested = Suggestion.objects.get(episode=ep).failure_type.code
+    first = "CTL-01" if suggested != "CTL-01" else "EXT-02"
+    client.login(username=bob.username, password=PASSWORD)
+    token = _token(client, study, ep)
+    url = reverse("suggestion_first_choice", args=[study.slug, ep.pk])
+    assert client.post(url, {"failure_type": first}, HTTP_HX_REQUEST="true").status_code == 200
+    _save(client, study, ep, token, suggested)
+    after = next(a for a in study_exposure_report(study).arms if a.arm == "after")
+    assert (after.changed_after_seeing.k, after.changed_after_seeing.n) == (1, 1)
+    assert (after.changed_to_suggestion.k, after.changed_to_suggestion.n) == (1, 1)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from annotate.coding.services import CodingValues, coding_save
-from annotate.models import Coding, Job, Suggestion, SuggestionStatus
+from annotate.models import Coding, FirstChoice, Job, Suggestion, SuggestionStatus
 from annotate.suggestions.services import suggestions_make
 from conftest import PASSWORD
 
@@ -133,8 +133,16 @@ def test_the_anchoring_guard_keeps_suggestions_out_of_the_page_until_a_type_is_c
     url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
     hidden = login(bob).get(url, HTTP_HX_REQUEST="true").content.decode()
     assert "data-guard-note" in hidden and "suggestion-candidate" not in hidden
-    shown = login(bob).get(url + "?chosen=TUS-03", HTTP_HX_REQUEST="true").content.decode()
-    assert "suggestion-candidate" in shown and s.failure_type.code in shown
+    # A type named in the URL is not a choice: only the stored first choice (a POST) opens the panel.
+    named = login(bob).get(url + "?chosen=TUS-03", HTTP_HX_REQUEST="true").content.decode()
+    assert "data-guard-note" in named and "suggestion-candidate" not in named
+    assert not FirstChoice.objects.exists()  # a GET records nothing
+    shown = login(bob).post(url + "first-choice/", {"failure_type": "TUS-03"}, HTTP_HX_REQUEST="true")
+    assert shown.status_code == 200
+    assert "suggestion-candidate" in shown.content.decode() and s.failure_type.code in shown.content.decode()
+    assert FirstChoice.objects.get(episode=ep, coder=bob).failure_type.code == "TUS-03"
+    again = login(bob).get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "suggestion-candidate" in again
 
 
 def test_without_the_guard_the_coding_page_loads_the_panel_at_once(suggested, study, bob, login):
@@ -199,11 +207,31 @@ def test_in_the_after_arm_a_made_up_choice_does_not_show_suggestions(suggested, 
     ep, s = suggested
     _after_arm(study, bob)
     url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/"
-    for made_up in ("1", "true", "NOT-A-TYPE", ""):
+    for made_up in ("1", "true", "NOT-A-TYPE", "", "TUS-03"):  # a real code in the URL is no choice either
         html = login(bob).get(url, {"chosen": made_up}, HTTP_HX_REQUEST="true").content.decode()
         assert "data-guard-note" in html and "suggestion-candidate" not in html, made_up
-    shown = login(bob).get(url, {"chosen": "TUS-03"}, HTTP_HX_REQUEST="true").content.decode()
-    assert "suggestion-candidate" in shown and s.failure_type.code in shown
+    for made_up in ("1", "NOT-A-TYPE", ""):
+        r = login(bob).post(url + "first-choice/", {"failure_type": made_up}, HTTP_HX_REQUEST="true")
+        assert r.status_code == 400 and "suggestion-candidate" not in r.content.decode(), made_up
+        assert "is not a failure type of this study" in r.content.decode()
+    assert not FirstChoice.objects.exists()
+    shown = login(bob).post(url + "first-choice/", {"failure_type": "TUS-03"}, HTTP_HX_REQUEST="true")
+    assert "suggestion-candidate" in shown.content.decode() and s.failure_type.code in shown.content.decode()
+    # The first choice stands: a second one is not recorded over it.
+    login(bob).post(url + "first-choice/", {"failure_type": s.failure_type.code}, HTTP_HX_REQUEST="true")
+    assert FirstChoice.objects.get(episode=ep, coder=bob).failure_type.code == "TUS-03"
+
+
+def test_a_first_choice_is_the_coders_own_and_needs_write_access(suggested, study, bob, alice, vera, charlie, login):
+    ep, _ = suggested
+    _after_arm(study, bob)
+    url = f"/studies/{study.slug}/episodes/{ep.pk}/suggestions/first-choice/"
+    assert login(vera).post(url, {"failure_type": "TUS-03"}).status_code == 403
+    assert login(charlie).post(url, {"failure_type": "TUS-03"}).status_code == 404
+    assert login(bob).get(url).status_code == 405
+    plain = login(bob).post(url, {"failure_type": "TUS-03"})
+    assert plain.status_code == 302 and plain["Location"] == f"/studies/{study.slug}/episodes/{ep.pk}/code/"
+    assert list(FirstChoice.objects.values_list("coder_id", flat=True)) == [bob.pk]
 
 
 def test_in_the_after_arm_a_reject_before_choosing_neither_rejects_nor_shows(suggested, study, bob, login):
@@ -213,9 +241,14 @@ def test_in_the_after_arm_a_reject_before_choosing_neither_rejects_nor_shows(sug
     html = r.content.decode()
     assert r.status_code == 400 and "suggestion-candidate" not in html and "data-guard-note" in html
     assert not s.rejections.exists()
-    chosen = login(bob).post(
+    named = login(bob).post(
         f"/studies/{study.slug}/suggestions/{s.pk}/reject/", {"chosen": "TUS-03"}, HTTP_HX_REQUEST="true"
     )
+    assert named.status_code == 400 and not s.rejections.exists()  # naming a type is no choice
+    login(bob).post(
+        f"/studies/{study.slug}/episodes/{s.episode_id}/suggestions/first-choice/", {"failure_type": "TUS-03"}
+    )
+    chosen = login(bob).post(f"/studies/{study.slug}/suggestions/{s.pk}/reject/", HTTP_HX_REQUEST="true")
     assert chosen.status_code == 200 and s.rejections.filter(coder=bob).exists()
 
 
