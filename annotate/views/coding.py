@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from annotate.coding.codebook_moves import recode_note
-from annotate.coding.experiment import exposure_offer, exposure_record, suggestions_wait_for_choice
+from annotate.coding.experiment import exposure_offer, exposure_record, suggestions_guarded
 from annotate.coding.forms import CodingForm
 from annotate.coding.queue import lease_claim, lease_room, live_lease_of
 from annotate.coding.selectors import Picker, codebook_picker, episode_codings
@@ -132,7 +132,9 @@ def _render(request, study, episode, picker, mine, values, *, status=200, **extr
         "truncated": len(text) > DISPLAY_LIMIT, "errors": {}, "has_place": True, **extra,
     }  # fmt: skip
     offer = exposure_offer(study=study, coder=request.user, episode=episode)
-    context.update(suggest_guard=suggestions_wait_for_choice(study, offer), exposure_token=offer.token if offer else "")
+    # The panel loads at once unless the guard still holds (a first choice already stored lifts it).
+    guard = suggestions_guarded(study, offer, episode=episode, coder=request.user, has_own=has_own)
+    context.update(suggest_guard=guard, exposure_token=offer.token if offer else "")
     context.update(_trace_context(request, episode, visible))
     context["recode"] = recode_note(mine) if mine is not None else None
     template = "annotate/partials/_coding_panel.html" if request.htmx else "annotate/coding.html"

@@ -85,6 +85,12 @@ def test_the_anchoring_guard_shows_suggestions_only_after_a_first_choice(page, l
     page.locator("#type-filter").fill("TUS-03")
     page.locator("#type-filter").press("Enter")
     expect(panel.locator(".suggestion-candidate")).to_have_count(3)
+    # The panel opened because the choice was stored (a POST), which a reload keeps.
+    from annotate.models import FirstChoice
+
+    assert FirstChoice.objects.get(episode=episode, coder__username="demo-coder1").failure_type.code == "TUS-03"
+    page.reload()
+    expect(page.locator("#suggestion-panel .suggestion-candidate")).to_have_count(3)
 
 
 def test_rejecting_marks_the_suggestion(page, live_server, login, demo):
