@@ -11,12 +11,12 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from annotate.models import Coding
+from annotate.models import Coding, Episode
 from annotate.ops.backup import codings_digest, row_counts
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_backs_up_and_restores_into_an_empty_database(codebook, tmp_path, capsys):
+def test_it_backs_up_and_restores_into_an_empty_database(codebook, tmp_path, capsys, eager_jobs):
     call_command("demo")
     before_counts, before_digest = row_counts(), codings_digest()
     assert before_counts["annotate.Coding"] > 100
@@ -24,7 +24,8 @@ def test_it_backs_up_and_restores_into_an_empty_database(codebook, tmp_path, cap
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["codings_sha256"] == before_digest
     export = tmp_path / "b" / "exports" / "demo.jsonl"
-    assert len(export.read_text().splitlines()) == before_counts["annotate.Episode"]
+    assert len(export.read_text().splitlines()) == Episode.objects.filter(study__slug="demo").count()
+    assert (tmp_path / "b" / "exports" / "demo-incidents.jsonl").exists()
     assert "exports/demo.jsonl" in manifest["files"]
 
     call_command("flush", "--noinput")

@@ -132,3 +132,76 @@ def demo_build(*, reset: bool = False) -> DemoResult:
             adjudicated += 1
     study_data_changed(study_id=study.pk)  # the hold-out split and the adjudications above bypass the services
     return DemoResult(study=study, created=True, logins=logins)
+
+
+DEMO_INCIDENTS_SLUG = "demo-incidents"
+# Fictional incidents, written for the demo: one per kind of blame a triager routes on.
+DEMO_INCIDENTS = (
+    ("checkout-agent", "high", "Refund tool called three times for one order",
+     "Order 4471 was refunded three times. The agent called `refund_payment` once, got a slow answer, and "
+     "called it again twice before the first call returned. Our tool description does not say the call is "
+     "not idempotent, and the loop has no guard against repeating a side-effecting call."),
+    ("support-bot", "critical", "Bot quoted another customer's order number",
+     "A customer asked where their parcel was and the bot answered with the tracking number of a different "
+     "customer from an earlier conversation. The session memory store returned the previous session's summary "
+     "because both sessions shared one key after the cache restart."),
+    ("research-agent", "medium", "Search API throttled; agent reported that no sources exist",
+     "The web search tool answered HTTP 429 Too Many Requests for every query in the run. The agent treated "
+     "the empty results as an answer and told the user there is no published work on the topic."),
+    ("code-review-agent", "high", "Agent approved a pull request whose tests were skipped",
+     "The review agent wrote 'all checks pass, approving'. The CI log shows the test job was skipped because "
+     "of a path filter; the agent read the green badge and never opened the job's output."),
+    ("travel-planner", "low", "Flight booked for the wrong Friday",
+     "The user wrote 'book me on the flight next Friday' on a Thursday. The agent booked the flight for the "
+     "next day; the user meant the Friday of the following week. The request gave no date."),
+    ("data-pipeline-agent", "medium", "Every run fails after the model name changed in the deployment config",
+     "Since the deploy on Monday each run stops at the first step with 'model not found'. The environment "
+     "variable still names the retired model; the agent code and prompts did not change."),
+)  # fmt: skip
+
+
+@transaction.atomic
+def demo_incidents_build(*, reset: bool = False) -> Study | None:
+    """An incident study beside the demo (`make run`): the desk, the board and triage have content at once.
+
+    Incidents reach only a study that accepts them (never a research queue), so this is a study of its
+    own, owned by demo-owner with demo-coder1 as the triager. Each incident comes in through
+    incident_create, as the API's would, and queues its suggestion. Needs demo_build's users first.
+    """
+    from annotate.incidents.services import IncidentData, incident_create, incident_move
+    from annotate.models import TriageStatus
+
+    User = get_user_model()
+    owner = User.objects.filter(username="demo-owner").first()
+    triager = User.objects.filter(username="demo-coder1").first()
+    if owner is None or triager is None:
+        return None
+    existing = Study.objects.filter(slug=DEMO_INCIDENTS_SLUG).first()
+    if existing and not reset:
+        return existing
+    if existing:
+        existing.delete()
+    study = study_create(
+        slug=DEMO_INCIDENTS_SLUG,
+        name="Demo: agent incident desk",
+        codebook=Codebook.objects.get(name="agentic-failures", version="1.0"),
+        owner=owner,
+        coders=[triager],
+        description="Incidents from production agents, routed by responsibility source. Send more with "
+        "POST /api/v1/studies/demo-incidents/incidents/.",
+    )
+    study.accepts_incidents = True
+    study.save(update_fields=["accepts_incidents"])
+    documents = [
+        incident_create(
+            study=study, user=owner,
+            data=IncidentData(service=service, title=title, description=body, severity=severity,
+                              external_id=f"demo-{n}"),
+        ).document
+        for n, (service, severity, title, body) in enumerate(DEMO_INCIDENTS, start=1)
+    ]  # fmt: skip
+    incident_move(document=documents[0], user=owner, to_status=TriageStatus.TRIAGED, assignee=triager,
+                  note="Side-effecting tool without a guard: ours to fix.")  # fmt: skip
+    incident_move(document=documents[5], user=owner, to_status=TriageStatus.RESOLVED,
+                  note="Config fixed in the deployment.")  # fmt: skip
+    return study

@@ -1,14 +1,14 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.ops.demo import demo_build
+from annotate.ops.demo import demo_build, demo_incidents_build
 from taxonomy.models import Codebook
 
 
 class Command(BaseCommand):
-    help = "Create the demo study (slug 'demo') from fixtures/samples/ and print the demo logins."
+    help = "Create the demo study ('demo') and an incident desk ('demo-incidents'), and print the demo logins."
 
     def add_arguments(self, parser):
-        parser.add_argument("--reset", action="store_true", help="delete and rebuild the demo study")
+        parser.add_argument("--reset", action="store_true", help="delete and rebuild the demo studies")
 
     def handle(self, *args, reset, **options):
         if not Codebook.objects.filter(name="agentic-failures", version="1.0").exists():
@@ -16,6 +16,9 @@ class Command(BaseCommand):
         result = demo_build(reset=reset)
         state = "created" if result.created else "already present (use --reset to rebuild)"
         self.stdout.write(f"demo study '{result.study.slug}' {state}")
+        desk = demo_incidents_build(reset=reset)
+        if desk is not None:
+            self.stdout.write(f"incident desk '{desk.slug}': {desk.documents.count()} incidents to triage")
         self.stdout.write("Log in at http://127.0.0.1:8000/ with:")
         for username, password, role in result.logins:
             may = "  (staff: may create studies)" if role == "owner" else ""

@@ -57,7 +57,7 @@ def test_the_instrument_finds_a_code_in_words_but_not_in_code_or_imported_text()
 
 
 @pytest.fixture
-def demo(codebook, client):
+def demo(codebook, client, eager_jobs):
     from django.contrib.auth import get_user_model
 
     call_command("demo", stdout=io.StringIO())
@@ -68,7 +68,7 @@ def demo(codebook, client):
     return owner
 
 
-def test_the_owner_make_run_prints_is_staff_and_may_create_a_study(codebook, client, capsys):
+def test_the_owner_make_run_prints_is_staff_and_may_create_a_study(codebook, client, capsys, eager_jobs):
     from django.contrib.auth import get_user_model
 
     call_command("demo")
