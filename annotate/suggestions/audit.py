@@ -7,8 +7,9 @@ Checks, in order:
    the expected calibration error of the top-1 type confidence. It fails when an axis
    is not better than its baseline at the 95% level (one-sided exact McNemar test) or
    the ECE is above 0.15, and says "not enough labels" below 20.
-   The local backend is retrained on each training fold; the LLM backend gets its
-   few-shot examples from the training folds only.
+   The local backend is retrained on each training fold; the LLM backend asks with the
+   very prompts suggestions get (the same example pool, services.fewshot_examples, and
+   the same `messages`), except that no test-fold episode is ever an example.
 2. Wrapping each of the study's episodes in a GitHub issue template (headings,
    checkboxes, an Environment block) keeps its top-1 type.
 3. A template with no report in it gets "not a failure", a decline, or confidences under 0.3.
@@ -17,8 +18,10 @@ Checks, in order:
 5. Each type's own codebook example gets that type in the top 3.
 6. Empty or irrelevant text gets "not a failure", or every confidence under 0.3.
 7. Harmless rewrites (case, whitespace, reordered sentences) keep the top-1 type.
-8. A suggestion batch writes Suggestion rows and changes nothing else in the database
-   (every other table's row count and content hash, before and after).
+8. A suggestion batch writes one Suggestion row per episode and changes nothing else in
+   the database (every other table's row count and content hash, before and after). On
+   episodes this suggester has answered already, their stored suggestions are first set
+   aside (re-keyed, inside the transaction), so the batch always answers and writes.
 9. Repeating the batch with the cache on sends nothing and changes nothing, and
    (local backend) scoring the same texts twice gives identical answers.
 
@@ -36,6 +39,8 @@ from dataclasses import dataclass, field
 
 from django.apps import apps
 from django.db import connection, transaction
+from django.db.models import Count, Value
+from django.db.models.functions import Concat, Substr
 
 from annotate.coding.labels import final_labels
 from annotate.models import Episode, Study, Suggestion, SuggestionBackend
@@ -58,6 +63,7 @@ MAX_ECE = 0.15
 MIN_LABELS = 20
 MAX_LISTED = 25
 INVARIANCE_EPISODES = 30
+SET_ASIDE = "set aside by the audit"
 
 
 @dataclass
@@ -135,15 +141,16 @@ def labelled_items(study: Study, spec) -> list[LabelledText]:
 
 
 def _fit_predict_for(backend: str, spec, study: Study, suggester):
-    """How one fold is scored: a model trained on the fold's training labels only."""
+    """How one fold is scored: the local model trained on the fold's training labels only; the LLM asked with the
+    prompts suggestions get (the study's few-shot pool, nearest first), no test-fold episode among the examples."""
     if backend == SuggestionBackend.LOCAL:
         from annotate.suggestions.local import local_fit_predict
 
         return lambda train, test: local_fit_predict(spec, train, test)
 
     def llm(train, test):
-        fold = suggester.with_examples(train)
-        return fold.suggest_texts([i.text for i in test], None, [i.title for i in test])
+        fold = suggester.excluding({i.key for i in test})
+        return fold.suggest_texts([i.text for i in test], [i.key for i in test], [i.title for i in test])
 
     return llm
 
@@ -336,14 +343,32 @@ def db_snapshot(exclude: tuple[type, ...] = ()) -> dict[str, tuple[int, str]]:
     return out
 
 
-def _check_db_and_cache(suggester, study: Study, n_episodes: int) -> tuple[CheckResult, CheckResult]:
-    # Episodes this suggester has not answered yet make the batch actually write; else any.
+def _batch_episodes(suggester, study: Study, n_episodes: int) -> list[int]:
+    """Up to `n_episodes` episodes for the batch: those this suggester has not answered first, then any."""
     todo = episodes_to_suggest(
         study=study, backend=suggester.backend, model=suggester.model, prompt_version=suggester.prompt_version
     )
-    ids = list(todo.values_list("id", flat=True)[:n_episodes]) or list(
-        Episode.objects.filter(study=study).order_by("id").values_list("id", flat=True)[:n_episodes]
+    ids = list(todo.values_list("id", flat=True)[:n_episodes])
+    if len(ids) < n_episodes:
+        more = Episode.objects.filter(study=study).exclude(pk__in=ids).order_by("id").values_list("id", flat=True)
+        ids += list(more[: n_episodes - len(ids)])
+    return sorted(ids)
+
+
+def _set_aside(suggester, ids: list[int]) -> int:
+    """Re-key this suggester's stored suggestions of `ids` (inside the audit's rolled-back transaction), so the
+    batch answers those episodes again and writes new rows: on a fully suggested study the batch would otherwise
+    write nothing, and checks 8-9 would pass having tested nothing. Only Suggestion rows change."""
+    rows = Suggestion.objects.filter(
+        episode_id__in=ids, backend=suggester.backend, model=suggester.model, prompt_version=suggester.prompt_version
     )
+    # "-" is not a hex digit: a set-aside key can never equal a real one (64 hex digits).
+    return rows.update(prompt_version=SET_ASIDE, cache_key=Concat(Value("-"), Substr("cache_key", 2)))
+
+
+def _check_db_and_cache(suggester, study: Study, n_episodes: int) -> tuple[CheckResult, CheckResult]:
+    ids = _batch_episodes(suggester, study, n_episodes)
+    aside = _set_aside(suggester, ids)
     before = db_snapshot(exclude=(Suggestion,))
     n_before = Suggestion.objects.count()
     first = suggestions_make(study=study, backend=suggester.backend, episode_ids=ids, suggester=suggester)
@@ -352,13 +377,24 @@ def _check_db_and_cache(suggester, study: Study, n_episodes: int) -> tuple[Check
         f"{label}: {before.get(label)} → {after.get(label)}" for label in after if before.get(label) != after[label]
     ]
     written = Suggestion.objects.count() - n_before
+    mine = Suggestion.objects.filter(
+        episode_id__in=ids, backend=suggester.backend, model=suggester.model, prompt_version=suggester.prompt_version
+    )
+    per_episode = dict(mine.order_by().values_list("episode_id").annotate(n=Count("id")))
+    wrong = [e for e in ids if per_episode.get(e, 0) != 1]
+    if written != len(ids) or wrong:
+        changed.append(
+            f"the batch wrote {written} Suggestion rows for {len(ids)} episodes; expected one new row each"
+            + (f" (episodes without exactly one: {wrong[:10]})" if wrong else "")
+        )
     check8 = CheckResult(
         8,
-        "a batch changes nothing but Suggestion rows (then rolled back)",
+        "a batch writes one Suggestion row per episode and changes nothing else (then rolled back)",
         not changed,
-        f"{len(ids)} episodes, {written} Suggestion rows written, {len(after)} other tables unchanged"
+        f"{len(ids)} episodes ({aside} suggestions set aside to be made again), {written} Suggestion rows written, "
+        f"{len(after)} other tables unchanged"
         if not changed
-        else f"{len(changed)} tables changed",
+        else f"{len(changed)} problems",
         changed,
     )
     failures = []

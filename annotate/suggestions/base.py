@@ -208,6 +208,8 @@ class Answer:
     notes: tuple[str, ...] = ()
     # Set when the suggester declines to answer (a language it does not read): no candidates, and no error.
     abstain_reason: str = ""
+    # Set when the text addresses a model ("answer TUS-06 at 1.0"): confidences capped, never a default Accept.
+    instructions_flagged: bool = False
 
     @property
     def top(self) -> Candidate | None:

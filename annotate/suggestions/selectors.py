@@ -1,8 +1,24 @@
-"""Reads about the suggesters that pages and the API share: the last recorded audit per backend."""
+"""Reads about the suggesters that pages and the API share: whether a suggestion is confident (a default Accept),
+and the last recorded audit per backend."""
 
 from __future__ import annotations
 
-from annotate.models import Study, SuggesterAudit, SuggestionBackend
+from annotate.models import Study, SuggesterAudit, Suggestion, SuggestionBackend
+
+
+def suggestion_confident(suggestion: Suggestion | None, study: Study) -> bool:
+    """Whether a suggestion is offered as the default (a primary Accept); every surface asks this.
+
+    Not when the suggester declined, when the top confidence is below the study's threshold, or when the text
+    addressed a model (its confidences were capped too, but a study may set its threshold below the cap)."""
+    return (
+        suggestion is not None
+        and not suggestion.error
+        and not suggestion.abstain_reason
+        and not suggestion.instructions_flagged
+        and suggestion.confidence is not None
+        and suggestion.confidence >= study.suggestion_min_confidence
+    )
 
 
 def latest_audits(study: Study) -> list[SuggesterAudit]:

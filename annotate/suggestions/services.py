@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, Exists, Max, OuterRef, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from annotate.coding.labels import final_labels
@@ -31,6 +31,7 @@ from annotate.models import (
     Job,
     LabelRule,
     LocalModel,
+    Split,
     Study,
     SuggesterAudit,
     Suggestion,
@@ -109,28 +110,40 @@ def local_model_current(study: Study):
     return _load_local_model(*row) if row else None
 
 
-def adjudicated_examples(study: Study, limit: int = 2000) -> list:
-    """The study's adjudicated episodes with their final codes: the LLM's few-shot pool (newest `limit`)."""
+def fewshot_examples(study: Study, limit: int = 2000) -> list:
+    """The LLM's few-shot pool: the study's final labels (annotate.coding.labels: agreed, single-coder or
+    adjudicated, as analysis reads them) of its newest `limit` coded primary episodes, in episode order.
+
+    Hold-out and excluded episodes are never examples: the hold-out split is kept apart to measure on, and an
+    excluded episode repeats text that its smaller episodes carry. Labels asking for a new type have no code to
+    show. Suggestions and the audit both take their examples from here (the audit leaves out its test fold).
+    Six queries whatever the number of labels (up to 2000: one chunk of final_labels)."""
     from annotate.suggestions.prompts import FewShot
 
-    rows = (
-        Adjudication.objects.filter(episode__study=study, needs_new_type=False)
-        .select_related("episode__document", "failure_type", "source", "stage", "capability")
-        .order_by("-updated_at", "-pk")[:limit]
-    )
-    return [
-        FewShot(
-            key=a.episode_id,
-            title=a.episode.document.title,
-            text=episode_text(a.episode),
-            failure_type=None if a.not_a_failure else a.failure_type.code,
-            source=None if a.not_a_failure else a.source.code,
-            stage=None if a.not_a_failure else a.stage.code,
-            capability=None if a.not_a_failure else a.capability.code,
+    adjudicated = Adjudication.objects.filter(episode=OuterRef("pk"))
+    coded = Episode.objects.filter(Q(n_codings__gte=1) | Exists(adjudicated), study=study, split=Split.PRIMARY)
+    ids = list(coded.order_by("-id").values_list("id", flat=True)[:limit])
+    if not ids:
+        return []
+    type_code = dict(FailureType.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
+    axis_code = dict(AxisValue.objects.filter(codebook_id=study.codebook_id).values_list("pk", "code"))
+    out = []
+    for episode, label in final_labels(study, coded.filter(id__gte=ids[-1]), chunk=limit):
+        if not label.usable or label.needs_new_type or not (label.not_a_failure or label.failure_type_id):
+            continue
+        naf = label.not_a_failure
+        out.append(
+            FewShot(
+                key=episode.pk,
+                title=episode.document.title,
+                text=episode_text(episode),
+                failure_type=None if naf else type_code[label.failure_type_id],
+                source=None if naf else axis_code.get(label.source_id),
+                stage=None if naf else axis_code.get(label.stage_id),
+                capability=None if naf else axis_code.get(label.capability_id),
+            )
         )
-        for a in rows
-        if a.not_a_failure or a.failure_type_id
-    ]
+    return out
 
 
 def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = None):
@@ -139,7 +152,7 @@ def suggester_for(*, study: Study, backend: str, spec: CodebookSpec | None = Non
     if backend == SuggestionBackend.OPENAI:
         from annotate.suggestions.llm import LLMSuggester
 
-        return LLMSuggester(spec, study_id=study.pk, examples=adjudicated_examples(study))
+        return LLMSuggester(spec, study_id=study.pk, examples=fewshot_examples(study))
     from annotate.suggestions.local import LocalSuggester
 
     return LocalSuggester(spec, local_model_current(study))
@@ -190,6 +203,7 @@ def _apply_answer(row: Suggestion, answer: Answer, codes: _CodeMap) -> None:
     row.rationale = top.rationale if top is not None else "; ".join(answer.notes)
     row.evidence = top.evidence if top is not None else ""
     row.abstain_reason = answer.abstain_reason if not error else ""
+    row.instructions_flagged = answer.instructions_flagged and not error
 
 
 def _store(
@@ -246,6 +260,7 @@ def _store(
                     "rationale",
                     "evidence",
                     "abstain_reason",
+                    "instructions_flagged",
                     "job",
                 ],
             )

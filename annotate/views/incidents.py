@@ -32,6 +32,7 @@ from annotate.incidents.services import (
     incidents_transfer,
 )
 from annotate.models import Coding, Confidence, Document, DocumentKind, Episode, Membership, Role, Study, TriageStatus
+from annotate.suggestions.selectors import suggestion_confident
 from annotate.traces.selectors import has_steps, trace_window
 from annotate.views.access import study_view
 from annotate.views.coding import episode_text
@@ -200,6 +201,7 @@ def _code_context(request: HttpRequest, study: Study, episode: Episode) -> dict:
     ]
     return {
         "picker": picker, "mine": mine, "suggestion": suggestion, "code_groups": groups,
+        "confident": suggestion_confident(suggestion, study),
         "confidence_choices": Confidence.choices,
         "type_options": picker.type_options(chosen["failure_type"].code if chosen["failure_type"] else ""),
         # The coding page's type picker (_type_picker.html) reads these.

@@ -21,7 +21,7 @@ from annotate.coding.visibility import coding_visibility
 from annotate.models import Coding, Episode, Study, Suggestion, SuggestionStatus
 from annotate.suggestions.base import codebook_spec
 from annotate.suggestions.quality import suggestion_quality
-from annotate.suggestions.selectors import latest_audits
+from annotate.suggestions.selectors import latest_audits, suggestion_confident
 from annotate.suggestions.services import (
     default_backend,
     local_retrain_start,
@@ -101,12 +101,8 @@ def _panel_context(request: HttpRequest, study: Study, episode: Episode) -> dict
     suggestion = Suggestion.objects.filter(episode=episode, error="").order_by("-created_at", "-pk").first()
     if suggestion is None:
         return context
-    # Below the study's threshold, or declined: "no confident suggestion", candidates folded, no default Accept.
-    confident = (
-        not suggestion.abstain_reason
-        and suggestion.confidence is not None
-        and suggestion.confidence >= study.suggestion_min_confidence
-    )
+    # Not confident: "no confident suggestion", candidates folded, no default Accept.
+    confident = suggestion_confident(suggestion, study)
     spec = codebook_spec(study.codebook)
     names = {a: {v.code: v.name for v in spec.axes[a]} for a in spec.axes}
     # A trace episode's suggestion names one decisive step and agent: accepting any candidate fills them too.

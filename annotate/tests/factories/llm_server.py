@@ -18,6 +18,7 @@ Each request takes the next mode from `server.script` (then `server.default`):
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -46,9 +47,15 @@ DEFAULT_ANSWER = {
 }
 
 
+def fenced(content: str) -> tuple[str, str]:
+    """(fence tag, what the fence holds) of a user message (annotate.suggestions.prompts.user_message)."""
+    tag = re.search(r"^<<<(EPISODE-[0-9a-f]{16})$", content, re.MULTILINE).group(1)
+    return tag, content.split(f"<<<{tag}\n", 1)[1].rsplit(f"\n{tag}>>>", 1)[0]
+
+
 def episode_from(request: dict) -> str:
-    content = request["messages"][-1]["content"]
-    return content.split("Episode text:\n<<<\n", 1)[1].rsplit("\n>>>", 1)[0]
+    _, inside = fenced(request["messages"][-1]["content"])
+    return inside.split("Episode text:\n", 1)[1]
 
 
 class FakeLLMServer(ThreadingHTTPServer):

@@ -143,6 +143,22 @@ def test_board_cards_link_to_the_episode_and_to_coding_it(client, alice, vera, b
     assert f'href="/studies/alpha/episodes/{episode.pk}/"' in html and "Code it" not in html
 
 
+def test_the_incident_page_offers_a_default_accept_only_for_a_confident_suggestion(client, alice, board):
+    llm = board[0]
+    url = f"/studies/alpha/incidents/{llm.pk}/"
+    client.force_login(alice)
+    page = client.get(url).content.decode()
+    assert '<button type="submit" class="primary" id="accept-suggestion">' in page  # 0.81 clears 0.3
+    # The same suggestion for a text that addressed a model (annotate.suggestions.selectors.suggestion_confident).
+    Suggestion.objects.filter(episode__document=llm).update(instructions_flagged=True)
+    page = client.get(url).content.decode()
+    assert '<button type="submit" id="accept-suggestion">' in page and "Not a confident suggestion." in page
+    assert "instructions addressed to a model" in page
+    Suggestion.objects.filter(episode__document=llm).update(instructions_flagged=False, confidence=0.1)
+    page = client.get(url).content.decode()
+    assert '<button type="submit" id="accept-suggestion">' in page and "below this study's threshold" in page
+
+
 def test_a_triager_accepts_the_suggestion_in_place_with_history(client, alice, board):
     from annotate.models import Coding, Episode
 

@@ -340,12 +340,10 @@ def test_the_examples_are_part_of_the_prompt_version_and_cache_key(llm, study, m
 
 def test_the_examples_are_trimmed_to_the_token_budget(llm, study, make_episode, settings, adjudicated):
     from annotate.suggestions.prompts import estimate_tokens, user_message
+    from annotate.suggestions.services import fewshot_examples
 
     spec = codebook_spec(study.codebook)
-    probe = LLMSuggester(spec, client=object(), token_budget=10**6)
-    from annotate.suggestions.services import adjudicated_examples
-
-    probe = LLMSuggester(spec, client=object(), token_budget=10**6, examples=adjudicated_examples(study))
+    probe = LLMSuggester(spec, client=object(), token_budget=10**6, examples=fewshot_examples(study))
     full = probe.messages(BODY, "Provider throttles us")
     fixed = estimate_tokens(full[0]["content"], user_message(BODY, "Provider throttles us"))
     one_shot = estimate_tokens(full[1]["content"], full[2]["content"])
