@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0017_analysis_results'),
+        ('annotate', '0018_first_choice'),
     ]
 
     operations = [
