@@ -542,11 +542,21 @@ def _check_labels(*, study: Study, rows: list[dict], episodes, codings, adjudica
 
 
 def _check_label_codes(row: dict, label, code_of: tuple[dict[int, str], dict[int, str]], *, where: str) -> None:
+    """The row's label_* columns against the label its codings and adjudication give (an adjudicated row's:
+    its adjudication_* codes), the two flags included. The error is keyed by the column that disagrees."""
     types, values = code_of  # the two tables' ids overlap
     for axis in ("failure_type", "source", "stage", "capability"):
         here = (types if axis == "failure_type" else values).get(getattr(label, f"{axis}_id"))
         said = row.get(f"label_{axis}") or None
         if said != here:
-            raise ValidationError(
-                {"file": f"{where}: label_{axis} says {said!r}, but its codings and adjudication give {here!r}"}
-            )
+            _label_refused(f"label_{axis}", said, here, where)
+    for flag in ("not_a_failure", "needs_new_type"):
+        said = row.get(f"label_{flag}")
+        if said is not None and bool(said) != bool(getattr(label, flag)):
+            _label_refused(f"label_{flag}", said, bool(getattr(label, flag)), where)
+
+
+def _label_refused(column: str, said, here, where: str) -> None:
+    raise ValidationError(
+        {column: [f"{where}: {column} says {said!r}, but its codings and adjudication give {here!r}"]}
+    )
