@@ -245,8 +245,8 @@ class _Lookup:
         )
         if found is None:
             raise ValidationError(
-                {"file": f"{where}: a coding waits to be coded again after a codebook migration from type '{code}', "
-                 f"which no other version of {codebook.name} loaded here has; load that version first"}
+                {"file": f"{where}: a coding or adjudication waits for a new decision after a codebook migration from "
+                 f"type '{code}', which no other version of {codebook.name} loaded here has; load that version first"}
             )  # fmt: skip
         return found
 
@@ -468,7 +468,7 @@ def _adjudicated(row: dict) -> bool:
 def _row_adjudication(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, *, where: str) -> Adjudication:
     own = row.get("adjudication_not_a_failure") is not None
     prefix = "adjudication_" if own else "label_"
-    return Adjudication(
+    adjudication = Adjudication(
         episode=ep,
         adjudicator=coders(row["adjudicator"] or "dataset-adjudicator"),
         failure_type=lookup.type(row[f"{prefix}failure_type"], where),
@@ -479,6 +479,22 @@ def _row_adjudication(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, 
         needs_new_type=bool(row[f"{prefix}needs_new_type"]),
         rationale=row["adjudication_rationale"] or "",
     )
+    # An adjudication whose type a codebook migration split or retired awaits a new decision. It loads as it was
+    # exported, still waiting, with the earlier decision kept on it (the type of the earlier version it names, the
+    # axes it kept), as on the study exported: the adjudicator sees the old code. Loading it as a final label
+    # would put an episode in the matrices that its own study leaves out until it is decided again.
+    original = (row.get("adjudication_failure_type_original") or "") if own else ""
+    if adjudication.failure_type is None and not (adjudication.not_a_failure or adjudication.needs_new_type):
+        if not original:
+            raise ValidationError(
+                {"adjudication_failure_type_original": [
+                    f"{where}: the adjudication awaits a new decision after a codebook migration, but the file does "
+                    "not say its earlier type (an export made before adjudication_failure_type_original was written)"
+                ]}
+            )  # fmt: skip
+        adjudication.recode_from = lookup.earlier_type(original, where)
+    adjudication.failure_type_original = "" if original == row.get("adjudication_failure_type") else original
+    return adjudication
 
 
 def _codes_store(suggestions: dict[int, Suggestion], codings: list[Coding], adjudications: list) -> list[Coding]:
@@ -506,8 +522,15 @@ def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list,
             ep.status = EpisodeStatus.CODED if ep.n_codings >= k else EpisodeStatus.OPEN
     Episode.objects.bulk_update(episodes, ["queue_key", "created_at", "status"], batch_size=1000)
     disagreement_refresh(study_id=study.pk)  # the study is new: all its episodes are these
-    Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule, label_coder=study.label_coder,
-                                             data_version=F("data_version") + 1)  # fmt: skip
+    # Codings waiting to be coded again go back to their coders' queues, which look for them only in a study
+    # marked `recoding` (annotate.coding.queue); on an adjudicated episode they wait for the adjudicator instead.
+    recoding = Coding.objects.filter(episode__study=study, recode_from__isnull=False).exclude(
+        episode__status=EpisodeStatus.ADJUDICATED
+    )
+    Study.objects.filter(pk=study.pk).update(
+        coders_per_episode=k, label_rule=rule, label_coder=study.label_coder, recoding=recoding.exists(),
+        data_version=F("data_version") + 1,
+    )  # fmt: skip
     study.label_rule = rule
     for member in coders.users.values():
         Membership.objects.get_or_create(study=study, user=member, defaults={"role": Role.CODER})

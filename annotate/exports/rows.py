@@ -53,8 +53,8 @@ BASE_COLUMNS = [
     "label_failure_type", "label_failure_type_name", "label_source", "label_source_name",
     "label_stage", "label_stage_name", "label_capability", "label_capability_name",
     "label_not_a_failure", "label_needs_new_type", "adjudicator", "adjudication_rationale",
-    "adjudication_failure_type", "adjudication_source", "adjudication_stage", "adjudication_capability",
-    "adjudication_not_a_failure", "adjudication_needs_new_type",
+    "adjudication_failure_type", "adjudication_failure_type_original", "adjudication_source", "adjudication_stage",
+    "adjudication_capability", "adjudication_not_a_failure", "adjudication_needs_new_type",
     "suggestion_backend", "suggestion_model", "suggestion_prompt_version", "suggestion_failure_type",
     "suggestion_confidence", "suggestion_status", "suggestion_accepted",
     "imported_at", "episode_created_at", "first_coded_at", "last_coded_at",
@@ -65,9 +65,11 @@ CODING_KEYS = [
 ]  # fmt: skip
 # The adjudication's own codes: the label's under consensus, but not under single_coder, where the label is one
 # coder's and an adjudication would be lost without them. Files of export version 1 made before lack them.
+# adjudication_failure_type_original is the code the adjudicator chose before a codebook migration moved it (or
+# split or retired it: then the adjudication awaits a new decision, and import_dataset restores it so).
 ADJUDICATION_CODES = (
-    "adjudication_failure_type", "adjudication_source", "adjudication_stage", "adjudication_capability",
-    "adjudication_not_a_failure", "adjudication_needs_new_type",
+    "adjudication_failure_type", "adjudication_failure_type_original", "adjudication_source", "adjudication_stage",
+    "adjudication_capability", "adjudication_not_a_failure", "adjudication_needs_new_type",
 )  # fmt: skip
 BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted",
                 "adjudication_not_a_failure", "adjudication_needs_new_type"}  # fmt: skip
@@ -235,7 +237,7 @@ CODING_FIELDS = (
 )  # fmt: skip
 ADJ_FIELDS = (
     "episode_id", "adjudicator_id", "failure_type_id", "source_id", "stage_id", "capability_id", "not_a_failure",
-    "needs_new_type", "rationale", "recode_from_id",
+    "needs_new_type", "rationale", "recode_from_id", "failure_type_original",
 )  # fmt: skip
 SUGGESTION_FIELDS = (
     "episode_id", "backend", "model", "prompt_version", "failure_type_id", "confidence", "status",
@@ -402,6 +404,7 @@ def export_rows(
                 "adjudicator": names(adj[1]) if adj else None,
                 "adjudication_rationale": adj[8] if adj else None,
                 "adjudication_failure_type": types.get(adj[2]) if adj else None,
+                "adjudication_failure_type_original": (adj[10] or types.get(adj[2])) if adj else None,
                 "adjudication_source": values.get(adj[3]) if adj else None,
                 "adjudication_stage": values.get(adj[4]) if adj else None,
                 "adjudication_capability": values.get(adj[5]) if adj else None,

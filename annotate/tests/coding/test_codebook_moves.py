@@ -11,7 +11,12 @@ from django.core.exceptions import PermissionDenied
 from annotate.analysis.coders import agreement_document
 from annotate.coding.adjudication import AdjudicationValues, adjudication_save
 from annotate.coding.codebook_maps import MapError, codebook_map_validate
-from annotate.coding.codebook_moves import RevertRefused, codebook_migration_revert, codings_migrate
+from annotate.coding.codebook_moves import (
+    RevertRefused,
+    codebook_migration_revert,
+    codings_migrate,
+    readjudications,
+)
 from annotate.coding.labels import Reason, final_labels
 from annotate.coding.queue import episode_next
 from annotate.coding.services import CodingValues, coding_save
@@ -319,12 +324,15 @@ def test_it_accepts_a_map_file_through_the_command(study, codebook, coded, alice
 def test_an_export_of_a_migrated_study_loads_back_with_its_queued_codings(study, codebook, coded, alice, tmp_path, fmt):
     from annotate.exports.datasets import dataset_import, export_write
 
-    coded["adjudicated"].delete()  # an adjudication awaiting a new decision does not round-trip (see the note)
     _migrate(study, revised_codebook(codebook), alice)
     study = Study.objects.get(pk=study.pk)
     out = tmp_path / f"alpha.{fmt}"
     export_write(study=study, fmt=fmt, out=out)
     loaded = dataset_import(path=out, slug="beta", owner=alice)
+    again = tmp_path / f"beta.{fmt}"
+    export_write(study=Study.objects.get(pk=loaded.study.pk), fmt=fmt, out=again)
+    # Exported again, the loaded study gives the same rows (its own episode ids and slug aside).
+    assert _export_rows(again, loaded.study.slug) == _export_rows(out, study.slug)
 
     def state(s):
         rows = Coding.objects.filter(episode__study=s).select_related(
@@ -339,7 +347,31 @@ def test_an_export_of_a_migrated_study_loads_back_with_its_queued_codings(study,
     assert state(loaded.study) == state(study)
     assert ("acme/agent#3", "", "TUS-03", "TUS-03") in state(loaded.study)
     queued = Coding.objects.filter(episode__study=loaded.study, recode_from__isnull=False)
-    assert queued.count() == 3 and {c.recode_from.codebook_id for c in queued} == {codebook.pk}
+    assert queued.count() == 4 and {c.recode_from.codebook_id for c in queued} == {codebook.pk}
+    # The adjudication whose type (TUS-03) was split loads still awaiting a new decision, with the earlier
+    # decision on it: the old type (of the earlier version), its axes and rationale; not as a final label.
+    pending = Adjudication.objects.get(episode__study=loaded.study)
+    assert (pending.failure_type_id, pending.recode_from.code, pending.recode_from.codebook_id) == (
+        None, "TUS-03", codebook.pk
+    )  # fmt: skip
+    assert pending.failure_type_original == "TUS-03" and pending.rationale == "TUS fits"
+    assert pending.stage.code == "iterative_execution" and pending.stage.codebook_id == loaded.study.codebook_id
+    assert [a.pk for a in readjudications(loaded.study)] == [pending.pk]
+    labels = {e.document.title: label.reason for e, label in final_labels(loaded.study)}
+    assert labels["adjudicated"] == Reason.READJUDICATE and labels["split"] == Reason.RECODE
+    # The queued codings are offered to their coders again (the study is marked as recoding).
+    assert Study.objects.get(pk=loaded.study.pk).recoding
+
+
+def _export_rows(path, slug):
+    from annotate.exports.datasets import dataset_rows
+
+    rows = []
+    for row in dataset_rows(path):
+        row.pop("episode_id", None)  # the CSV reader leaves it out
+        assert row.pop("study") == slug
+        rows.append(row)
+    return rows
 
 
 def test_the_queue_stops_looking_for_queued_codings_once_all_are_coded_again(study, codebook, coded, alice, bob):
