@@ -219,6 +219,45 @@ def pdf_write(html: str, path: Path, *, base: Path) -> None:
     HTML(string=html, base_url=str(base)).write_pdf(str(path))
 
 
+def pdf_layout_problems(html: str, *, base: Path | None = None) -> list[str]:
+    """What the PDF of `html` would lose or garble, from WeasyPrint's own layout of its pages: text past the
+    page's content box (a table too wide for the page runs into the margin and is cut at the paper's edge) and
+    text boxes drawn over one another. Empty when every piece of text is on the page, apart. Figures are
+    checked on their own (annotate.reports.plots.layout_problems): their text is SVG, not laid out here."""
+    from weasyprint import HTML
+    from weasyprint.formatting_structure.boxes import MarginBox, TextBox
+
+    problems: list[str] = []
+    document = HTML(string=html, base_url=str(base) if base else None).render()
+    for number, page in enumerate(document.pages, 1):
+        box = page._page_box  # WeasyPrint keeps the laid-out boxes there; there is no public accessor
+        right = box.content_box_x() + box.width + 0.5  # half a CSS pixel: rounding in the layout
+        bottom = box.content_box_y() + box.height + 0.5
+        texts = []
+        body = [child for child in box.children if not isinstance(child, MarginBox)]  # the footer is in the margin
+        for text in (t for child in body for t in _descendants(child, TextBox)):
+            x0, y0 = text.position_x, text.position_y
+            x1, y1 = x0 + text.margin_width(), y0 + text.margin_height()
+            if x1 > right or y1 > bottom or x0 < box.content_box_x() - 0.5:
+                problems.append(f"page {number}: {text.text[:40]!r} runs past the page's content box")
+            texts.append((y0, y1, x0, x1, text.text))
+        texts.sort()
+        for i, (_y0, y1, x0, x1, t) in enumerate(texts):
+            for v0, _v1, u0, u1, u in texts[i + 1 :]:
+                if v0 >= y1 - 0.5:
+                    break  # sorted by top: no later box starts above this one's bottom
+                if min(x1, u1) - max(x0, u0) > 0.5:
+                    problems.append(f"page {number}: {t[:30]!r} and {u[:30]!r} overlap")
+    return problems
+
+
+def _descendants(box, kind):
+    for child in getattr(box, "children", None) or ():
+        if isinstance(child, kind):
+            yield child
+        yield from _descendants(child, kind)
+
+
 def report_zip(folder: Path, zip_path: Path) -> Path:
     """The bundle as one zip with a top-level folder named after the bundle folder."""
     folder = Path(folder)

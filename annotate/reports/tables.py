@@ -14,6 +14,8 @@ from annotate.analysis.documents import KIND_LABELS
 
 DAGGER = "†"  # the cell rests on fewer clusters with records than MIN_CLUSTERS
 MARK = "◆"  # the difference's interval excludes zero
+ONE_SIDED = "‡"  # the statistic's interval collapsed: its one-sided lower bound is in the row's bound column
+BOUND_COLUMN = "One-sided lower bound"
 # Tables built from data the dataset export does not carry (suggestion rankings and review, exposure arms,
 # trace attribution): `reproduce` cannot recompute them and says so.
 NOT_FROM_EXPORT = frozenset({"suggestions", "exposure", "attribution"})
@@ -49,14 +51,23 @@ def interval(lo: float | None, hi: float | None, *, signed: bool = False) -> str
 
 
 def stat(e: dict | None) -> str:
-    """An agreement statistic with its interval, or its one-sided lower bound marked as such."""
+    """An agreement statistic with its two-sided interval. A one-sided lower bound is never written as if it
+    were an interval, nor inline: the value is marked ONE_SIDED and the bound goes to its row's own column
+    (`bounds`), as on the agreement page."""
     if not e or e.get("value") is None:
         return "n/a"
     if e.get("one_sided"):
-        return f"{e['value']:.3f}\n≥ {e['ci_low']:.3f} (one-sided)"
+        return f"{e['value']:.3f} {ONE_SIDED}"
     if e.get("ci_low") is None:
         return f"{e['value']:.3f}"
     return f"{e['value']:.3f}\n[{e['ci_low']:.3f}, {e['ci_high']:.3f}]"
+
+
+def bounds(stats: list[tuple[str, dict | None]]) -> str:
+    """The one-sided lower bounds of a row's statistics (name, estimate), one a line; "–" when there are none."""
+    lines = [f"{name} ≥ {e['ci_low']:.3f}" for name, e in stats
+             if e and e.get("one_sided") and e.get("value") is not None]  # fmt: skip
+    return ";\n".join(lines) or "–"
 
 
 def share(s: dict | None) -> str:
@@ -183,17 +194,20 @@ def agreement_table(data: dict) -> Table:
     rows = []
     for axis in doc["axes"]:
         if axis["status"] != "ok":
-            rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), "n/a", "n/a", "n/a", "n/a"))
+            rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), "n/a", "n/a", "n/a", "n/a", "–"))
             continue
-        rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), stat(axis["percent_agreement"]),
-                     stat(axis["fleiss_kappa"]), stat(axis["krippendorff_alpha"]), stat(axis["gwet_ac1"])))  # fmt: skip
+        named = [("Agreement", axis["percent_agreement"]), ("κ", axis["fleiss_kappa"]),
+                 ("α", axis["krippendorff_alpha"]), ("AC1", axis["gwet_ac1"])]  # fmt: skip
+        rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), *(stat(e) for _, e in named), bounds(named)))
     p = doc["parameters"]
+    level = int(100 * p["level"])
     return Table(
-        "agreement", "Agreement between coders per axis",
-        ("Axis", "Episodes", "Agreement", "Fleiss' κ", "Krippendorff's α", "Gwet's AC1"), tuple(rows),
-        (f"{int(100 * p['level'])}% percentile intervals from B = {p['bootstrap']} bootstrap resamples of episodes "
-         f"(seed {p['seed']}); at perfect or near-perfect agreement a one-sided Clopper-Pearson lower bound is "
-         "given instead, marked one-sided. Episodes coded by two or more coders.",),
+        "agreement", f"Agreement between coders per axis ({doc['parameters']['codebook']})",
+        ("Axis", "Episodes", "Agreement", "Fleiss' κ", "Krippendorff's α", "Gwet's AC1", BOUND_COLUMN), tuple(rows),
+        (f"Each statistic with its two-sided {level}% percentile interval from B = {p['bootstrap']} bootstrap "
+         f"resamples of episodes (seed {p['seed']}). {ONE_SIDED} the interval collapsed at perfect or near-perfect "
+         f"agreement: the statistic's one-sided {level}% Clopper-Pearson lower bound is in the last column instead. "
+         "Episodes coded by two or more coders.",),
     )  # fmt: skip
 
 
@@ -202,12 +216,15 @@ def pairs_table(data: dict) -> Table:
     rows = []
     for p in data["pairs"]:
         k = cohen.get((p["axis"], p["a"], p["b"]), {}).get("cohen_kappa")
-        rows.append((AXIS_TITLES[p["axis"]], f"{p['a']} ×\n{p['b']}", str(p["n"]), stat(p["percent"]), stat(k),
-                     stat(p["alpha"]), stat(p["ac1"])))  # fmt: skip
+        named = [("Agreement", p["percent"]), ("κ", k), ("α", p["alpha"]), ("AC1", p["ac1"])]
+        rows.append((AXIS_TITLES[p["axis"]], f"{p['a']} ×\n{p['b']}", str(p["n"]), *(stat(e) for _, e in named),
+                     bounds(named)))  # fmt: skip
     return Table(
         "agreement-pairs", "Agreement per coder pair",
-        ("Axis", "Coders", "Episodes", "Agreement", "Cohen's κ", "Krippendorff's α", "Gwet's AC1"), tuple(rows),
-        ("Over the episodes both coders coded; coders are named by the export's pseudonyms.",),
+        ("Axis", "Coders", "Episodes", "Agreement", "Cohen's κ", "Krippendorff's α", "Gwet's AC1", BOUND_COLUMN),
+        tuple(rows),
+        ("Over the episodes both coders coded; coders are named by the export's pseudonyms. "
+         f"{ONE_SIDED} one-sided lower bound in the last column, as in the table above.",),
     )  # fmt: skip
 
 
