@@ -31,6 +31,7 @@ from django.db.models import Exists, Func, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from annotate.coding.codebook_moves import codebook_versions
 from annotate.coding.labels import resolve_label
 from annotate.models import Adjudication, Coding, Episode, Study, Suggestion, SuggestionRejection
 from lib.db.plans import SERIAL_PLANS
@@ -535,6 +536,10 @@ class Digest:
             yield row
 
 
+def _earlier_versions(study: Study) -> list[str]:
+    return [v.label for v in codebook_versions(study)[1:]]
+
+
 def manifest(
     *, study: Study, fmt: str, digest: Digest, filters: dict, coders: str, slots: int | None = None
 ) -> dict[str, Any]:
@@ -548,6 +553,9 @@ def manifest(
         "bytes": digest.size,
         "sha256": digest.sha.hexdigest(),
         "codebook": study.codebook.label,
+        # Earlier versions the study's codings were moved from (newest first): their codes are the
+        # failure_type_original columns' where those differ from failure_type.
+        "codebook_earlier": _earlier_versions(study),
         "coders_per_episode": study.coders_per_episode,
         "label_rule": study.label_rule,
         # Under single_coder the labels are one coder's: named as the rows name them, so an import can restore it.

@@ -6,7 +6,7 @@ Layout of the folder (and of the zip, under one top-level folder):
 
     report.html  report.pdf  methods.txt  tables.tex  provenance.json  documents.json
     tables/<table>.csv   figures/<figure>.svg  figures/<figure>.pdf
-    export/<slug>.jsonl  export/<slug>.jsonl.manifest.json  codebook.json
+    export/<slug>.jsonl  export/<slug>.jsonl.manifest.json  codebook.json  codebooks/<earlier versions>.json
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def report_render(data: dict, *, provenance: dict, figures: list[dict]) -> Rende
     tables = report_tables(data)
     methods = methods_paragraph(data, software=f"{SOFTWARE} {provenance['software']['version']}")
     context = {"study": data["study"], "tables": tables, "methods": methods, "figures": figures,
-               "provenance": provenance}  # fmt: skip
+               "provenance": provenance,
+               "codebook_versions": data["analysis"]["parameters"].get("codebook_versions", [])}  # fmt: skip
     html = render_to_string("annotate/report/report.html", context)
     return Rendered(data, tables, methods, html, tables_tex(tables, title=data["study"]["name"]))
 
@@ -129,7 +130,10 @@ def _provenance(study: Study, params: Params, data: dict, export: dict, out: Pat
         "schema": SCHEMA,
         "study": {"slug": study.slug, "name": study.name, "coders_per_episode": study.coders_per_episode,
                   "label_rule": study.label_rule, "blind": study.blind},
-        "codebook": {"label": study.codebook.label, "sha256": canonical_sha256(codebook), "file": "codebook.json"},
+        "codebook": {"label": study.codebook.label, "sha256": canonical_sha256(codebook), "file": "codebook.json",
+                     # Every version the study used, now first: the report's numbers are all under the first.
+                     "versions_used": data["analysis"]["parameters"].get("codebook_versions", []),
+                     "earlier": _earlier_codebooks(study, out)},
         "labels": {"sha256": digest, "rows": rows, "fields": list(LABEL_FIELDS),
                    "fingerprint": data["analysis"]["data"]["fingerprint"]},
         "export": {**export, "sha256": file_sha256(export_path)},
@@ -163,7 +167,7 @@ def report_write(*, study: Study, out: Path, params: Params | None = None, progr
     params = params or Params()
     phases = _Phases(progress)
     out = Path(out)
-    for sub in ("figures", "tables", "export"):
+    for sub in ("figures", "tables", "export", "codebooks"):
         shutil.rmtree(out / sub, ignore_errors=True)
         (out / sub).mkdir(parents=True)
     data = report_documents(study, params, progress=phases.bootstrap)
@@ -203,6 +207,22 @@ def report_write(*, study: Study, out: Path, params: Params | None = None, progr
 
 
 _SVG_ID = re.compile(r'(\bid="|url\(#|xlink:href="#|href="#)([^")]+)')
+
+
+def _earlier_codebooks(study: Study, out: Path) -> list[dict]:
+    """The earlier codebook versions the study moved from, written beside codebook.json: the export's codings
+    and adjudications that wait to be coded again name their type of such a version, which `reproduce` loads
+    before the export (from a fresh clone too)."""
+    from annotate.coding.codebook_moves import codebook_versions
+
+    written = []
+    for version in codebook_versions(study)[1:]:
+        data = codebook_export(codebook=version.codebook)
+        name = f"codebooks/{version.label}.json"
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append({"label": version.label, "sha256": canonical_sha256(data), "file": name})
+    return written
 
 
 def inline_svg(svg: bytes, prefix: str) -> str:

@@ -78,6 +78,14 @@ def share(s: dict | None) -> str:
     return f"{pct(s['value'])} {interval(lo, hi)} ({s['k']}/{s['n']})"
 
 
+def version_note(doc: dict) -> str:
+    """Which codebook version a table's numbers use: the study's labels under it."""
+    p = doc["parameters"]
+    others = [v for v in p.get("codebook_versions", []) if v != p["codebook"]]
+    also = f" (the study also used {', '.join(others)})" if others else ""
+    return f"Final labels under codebook {p['codebook']}{also}."
+
+
 def _names(doc: dict) -> tuple[list[str], list[str]]:
     return [s["name"] for s in doc["axes"]["stages"]], [c["name"] for c in doc["axes"]["capabilities"]]
 
@@ -105,7 +113,8 @@ def counts_table(data: dict) -> Table:
         "counts", "Episodes by responsibility source and document kind",
         ("Responsibility source", *(k["label"] for k in kinds), "All kinds"), tuple(rows),
         (f"Counts (share of the kind's episodes in the matrices). Excluded episodes by reason: {reasons}. "
-         f"Hold-out episodes are kept out of the matrices: {doc['excluded']['holdout_not_in_matrices']}.",),
+         f"Hold-out episodes are kept out of the matrices: {doc['excluded']['holdout_not_in_matrices']}.",
+         version_note(doc)),
         totals=2,
     )  # fmt: skip
 
@@ -132,6 +141,7 @@ def matrix_table(data: dict, section: dict) -> Table:
         f"Cells: count · share of the kind's episodes, {int(100 * p['level'])}% interval in percent "
         f"({p['interval_name']}).",
         f"{DAGGER} fewer than {p['min_clusters']} clusters with records in the cell: read its interval with care.",
+        version_note(doc),
     ]
     if section["status"] != "ok":
         notes.append(f"No intervals: {section['reason']}.")
@@ -157,7 +167,8 @@ def difference_table(data: dict, diff: dict) -> Table:
     return Table(
         f"difference-{diff['a']}-{diff['b']}", f"Difference {a} − {b} by cell (percentage points)",
         ("Workflow stage \\ capability", *caps), tuple(rows),
-        (f"{MARK} the {level}% {diff['interval']} cluster-bootstrap interval excludes 0; {DAGGER} few clusters.",),
+        (f"{MARK} the {level}% {diff['interval']} cluster-bootstrap interval excludes 0; {DAGGER} few clusters.",
+         version_note(doc)),
     )  # fmt: skip
 
 
@@ -185,7 +196,8 @@ def contrast_table(data: dict) -> Table | None:
     return Table(
         "contrast", f"Contrast {a} − {b} in {cell}, with sensitivity checks",
         ("Analysis", "Difference (points)", f"{level}% interval", "Keeps sign", "Excludes 0"), tuple(rows),
-        (f"Cell: {chosen}. Sensitivity checks use B = {c.get('sensitivity_bootstrap')} replicates.",),
+        (f"Cell: {chosen}. Sensitivity checks use B = {c.get('sensitivity_bootstrap')} replicates.",
+         version_note(doc)),
     )  # fmt: skip
 
 
@@ -256,7 +268,7 @@ def coverage_table(data: dict) -> Table:
     return Table(
         "coverage", "Hold-out coverage: hold-out failures coded to an existing type",
         ("Kind", "Covered", "Needs a new type", "n", "Coverage", f"{level}% interval (Wilson)"), tuple(rows),
-        (doc["coverage"]["reason"],) if doc["coverage"]["reason"] else (),
+        (*((doc["coverage"]["reason"],) if doc["coverage"]["reason"] else ()), version_note(doc)),
     )  # fmt: skip
 
 
