@@ -112,9 +112,12 @@ class Rendered:
 def report_render(data: dict, *, provenance: dict, figures: list[dict]) -> Rendered:
     tables = report_tables(data)
     methods = methods_paragraph(data, software=f"{SOFTWARE} {provenance['software']['version']}")
+    numbered = list(enumerate(tables, 1))
     context = {"study": data["study"], "tables": tables, "methods": methods, "figures": figures,
                "provenance": provenance,
-               "codebook_versions": data["analysis"]["parameters"].get("codebook_versions", [])}  # fmt: skip
+               "codebook_versions": data["analysis"]["parameters"].get("codebook_versions", []),
+               "verified": ", ".join(f"Table {n}" for n, t in numbered if t.from_export),
+               "not_verified": [(n, t) for n, t in numbered if not t.from_export]}  # fmt: skip
     html = render_to_string("annotate/report/report.html", context)
     return Rendered(data, tables, methods, html, tables_tex(tables, title=data["study"]["name"]))
 
@@ -197,6 +200,11 @@ def report_write(*, study: Study, out: Path, params: Params | None = None, progr
     (out / "methods.txt").write_text(rendered.methods + "\n", encoding="utf-8")
     (out / "documents.json").write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                                         encoding="utf-8")  # fmt: skip
+    # What `reproduce` checks against the export, and what it cannot (with why).
+    provenance["verification"] = {
+        "compared": [t.key for t in rendered.tables if t.from_export],
+        "not_compared": {t.key: t.not_verified_because for t in rendered.tables if not t.from_export},
+    }
     provenance["files"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     provenance["files"] = sorted({*provenance["files"], "report.pdf", "provenance.json"})
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

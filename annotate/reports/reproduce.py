@@ -60,7 +60,7 @@ class Reproduction:
     differences: list[Difference] = field(default_factory=list)
     compared_cells: int = 0
     compared_tables: list[str] = field(default_factory=list)
-    not_compared: list[str] = field(default_factory=list)  # tables the export cannot recompute
+    not_compared: list[str] = field(default_factory=list)  # tables the export cannot recompute (NOT_FROM_EXPORT)
 
     @property
     def identical(self) -> bool:

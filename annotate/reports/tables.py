@@ -16,9 +16,19 @@ DAGGER = "†"  # the cell rests on fewer clusters with records than MIN_CLUSTER
 MARK = "◆"  # the difference's interval excludes zero
 ONE_SIDED = "‡"  # the statistic's interval collapsed: its one-sided lower bound is in the row's bound column
 BOUND_COLUMN = "One-sided lower bound"
-# Tables built from data the dataset export does not carry (suggestion rankings and review, exposure arms,
-# trace attribution): `reproduce` cannot recompute them and says so.
-NOT_FROM_EXPORT = frozenset({"suggestions", "exposure", "attribution"})
+# Tables built from data the dataset export does not carry: `reproduce` cannot recompute them, and the report and
+# `reproduce` say why, table by table. Comparing what the export does carry of them (the latest suggestion's top-1
+# type per episode) would give a different number for a bundle nobody changed, and call it a difference.
+NOT_FROM_EXPORT = {
+    "suggestions": "the export carries each episode's latest suggestion only (its top-1 type, confidence and "
+    "review status): not the ranked candidates that top-3 accuracy needs, the suggested source, stage and "
+    "capability, earlier suggestions, other models' suggestions of the same episode, failed ones, nor who "
+    "rejected one, all of which this table counts",
+    "exposure": "the export carries no exposure records: which arm each coding was made under (suggestion shown "
+    "before or after the coder's first choice), the coder's choice before seeing it, and the seconds to save",
+    "attribution": "the export carries no trace attribution (each coder's responsible agent and decisive step of "
+    "a trace episode) nor the traces' reference attribution",
+}
 AXIS_TITLES = {
     "failure_type": "Failure type", "category": "Category", "source": "Responsibility source",
     "stage": "Workflow stage", "capability": "Agent capability", "overall": "Whole label",
@@ -37,6 +47,11 @@ class Table:
     @property
     def from_export(self) -> bool:
         return self.key not in NOT_FROM_EXPORT
+
+    @property
+    def not_verified_because(self) -> str:
+        """Why `reproduce` does not recompute this table ("" when it does)."""
+        return NOT_FROM_EXPORT.get(self.key, "")
 
 
 def pct(x: float | None, digits: int = 1) -> str:

@@ -114,7 +114,9 @@ def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
     ]
     diff = figures.difference_rows(doc, c["a"], c["b"], c["cell"]) if c["status"] == "ok" else None
     labels = {"a_label": KIND_LABELS[c["a"]], "b_label": KIND_LABELS[c["b"]], **_cell_names(doc, c.get("cell"))}
-    return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK, **labels}
+    others = [v for v in doc["parameters"].get("codebook_versions", []) if v != doc["parameters"]["codebook"]]
+    return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK, "other_versions": others,
+            **labels}  # fmt: skip
 
 
 def _cell_names(doc: dict, cell: dict | None) -> dict:

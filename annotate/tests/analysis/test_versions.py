@@ -226,3 +226,20 @@ def test_a_report_of_a_moved_study_says_its_version_and_reproduces_from_its_bund
     result = bundle_reproduce(out)
     assert result.identical, result.differences[:5]
     assert "agreement" in result.compared_tables and result.compared_cells > 0
+
+
+def test_the_commands_take_a_codebook_version(moved):
+    import io
+    import json
+
+    from django.core.management import CommandError, call_command
+
+    out = io.StringIO()
+    call_command("analyze", "--study", "alpha", "--bootstrap", str(B), "--codebook-version", "1.0", "--json",
+                 stdout=out, stderr=io.StringIO())  # fmt: skip
+    assert json.loads(out.getvalue())["parameters"]["codebook"] == OLD
+    out = io.StringIO()
+    call_command("coverage", "--study", "alpha", "--codebook-version", OLD, "--json", stdout=out)
+    assert json.loads(out.getvalue())["coverage"]["covered"] == 1
+    with pytest.raises(CommandError, match=r"never used codebook version '9\.9'"):
+        call_command("coverage", "--study", "alpha", "--codebook-version", "9.9", stdout=io.StringIO())
