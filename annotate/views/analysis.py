@@ -157,7 +157,8 @@ def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> 
     if doc is None:
         raise Http404("Run the analysis first")
     a, b = doc["contrast"]["a"], doc["contrast"]["b"]
-    filename = f"{study.slug}-{name}.{fmt}"
+    version = doc["parameters"].get("version")  # an earlier codebook version's numbers say so in their name
+    filename = f"{study.slug}-{name}{'-' + version.replace('@', '-') if version else ''}.{fmt}"
     if fmt == "json":
         body = doc if name == "analysis" else _section(doc, name)
         content: bytes | str = json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False)

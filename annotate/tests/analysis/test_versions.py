@@ -171,6 +171,12 @@ def test_the_api_and_the_page_serve_the_matrices_of_the_version_asked_for(moved,
     assert f'<option value="{OLD}" selected>' in html
     assert f"?version={OLD.replace('@', '%40')}" in html  # cells list the earlier version's episodes
     assert client.get(f"/studies/alpha/analysis/?bootstrap={B}&version=9.9").status_code == 400
+    csv = client.get(f"/studies/alpha/analysis/github_issue.csv?bootstrap={B}&version=1.0")
+    assert csv.status_code == 200 and "alpha-github_issue-agentic-failures-1.0.csv" in csv["Content-Disposition"]
+    assert (
+        'filename="alpha-github_issue.csv"'
+        in client.get(f"/studies/alpha/analysis/github_issue.csv?bootstrap={B}")["Content-Disposition"]
+    )
 
 
 def test_the_cell_list_follows_the_version(moved, vera, client):
