@@ -232,6 +232,21 @@ def test_a_report_of_a_moved_study_says_its_version_and_reproduces_from_its_bund
     result = bundle_reproduce(out)
     assert result.identical, result.differences[:5]
     assert "agreement" in result.compared_tables and result.compared_cells > 0
+    # From a fresh clone the earlier version is not loaded: reproduce loads it from the bundle (checked here with
+    # a copy of it under a version this database lacks), and names a changed file.
+    from annotate.reports.bundle import canonical_sha256
+    from annotate.reports.reproduce import _codebook
+    from taxonomy.models import Codebook
+
+    data = json.loads((out / earlier["file"]).read_text())
+    data["version"] = "0.9"
+    (out / earlier["file"]).write_text(json.dumps(data))
+    found = []
+    _codebook(out, {**prov, "codebook": {**prov["codebook"], "earlier": [{**earlier, "sha256": canonical_sha256(
+        data)}]}}, found)  # fmt: skip
+    assert found == [] and Codebook.objects.filter(name="agentic-failures", version="0.9").exists()
+    _codebook(out, prov, found)
+    assert [d.table for d in found] == [earlier["file"]]
 
 
 def test_the_commands_take_a_codebook_version(moved):
