@@ -25,6 +25,7 @@ from annotate.analysis.arrays import (
 )
 from annotate.analysis.bootstrap import ProgressFn, compute_replicates
 from annotate.analysis.params import LEVEL, Params
+from annotate.analysis.versions import version_axes, version_choice, version_labels
 from annotate.models import DocumentKind, Episode, Study
 from lib import stats
 
@@ -212,8 +213,6 @@ def analysis_document(
     `replicates` lets a chunked Celery run hand in replicate counts computed
     elsewhere; they are the same numbers `compute_replicates` would draw.
     """
-    from annotate.analysis.versions import version_axes, version_choice, version_labels
-
     p = params or Params()
     choice = version_choice(study, p.version)
     axes = axes or version_axes(study, choice)
@@ -317,8 +316,6 @@ def cell_episodes(
     """One page of the primary episodes whose final label falls in (kind, stage, capability), in id order
     after the keyset cursor `after` (an episode id), with their documents and the next page's cursor.
     `version`: a VersionChoice (annotate.analysis.versions) for an earlier codebook version's labels."""
-    from annotate.analysis.versions import version_axes, version_labels
-
     axes = codebook_axes(study) if version is None else version_axes(study, version)
     labels = label_arrays(study, axes) if version is None else version_labels(study, version, axes)
     stages = [c for c, _ in axes.stages]
@@ -353,8 +350,6 @@ def coverage_document(
     (covered) or marked as needing a new type. Episodes without a usable label
     and "not a failure" are counted under excluded, with their reasons.
     """
-    from annotate.analysis.versions import version_axes, version_choice, version_labels
-
     choice = version_choice(study, version)
     axes = version_axes(study, choice)
     labels = labels or version_labels(study, choice, axes)
