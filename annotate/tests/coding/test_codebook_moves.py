@@ -401,3 +401,25 @@ def test_the_preview_counts_what_the_move_then_does_and_writes_nothing(study, co
     preview = codings_move_preview(study=study, to_codebook=target, moves=moves)
     assert _snapshot(study) == before and not CodebookMigration.objects.exists()
     assert preview == codings_migrate(study=study, to_codebook=target, moves=moves, user=alice).counts
+
+
+def test_a_waiting_adjudication_without_its_earlier_type_is_refused(study, codebook, coded, alice, tmp_path):
+    """An export made before adjudication_failure_type_original was written cannot say what the waiting
+    adjudication decided: refused, naming the column and the row, and nothing written."""
+    from django.core.exceptions import ValidationError
+
+    from annotate.exports.datasets import dataset_import, export_write
+
+    _migrate(study, revised_codebook(codebook), alice)
+    out = tmp_path / "alpha.jsonl"
+    export_write(study=Study.objects.get(pk=study.pk), fmt="jsonl", out=out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in rows:
+        row.pop("adjudication_failure_type_original")
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValidationError) as caught:
+        dataset_import(path=old, slug="beta", owner=alice, coders_per_episode=2)
+    [message] = caught.value.message_dict["adjudication_failure_type_original"]
+    assert "awaits a new decision" in message and "(acme/agent#" in message
+    assert not Study.objects.filter(slug="beta").exists()
