@@ -7,12 +7,13 @@ one transaction, so that exporting the imported study gives the same rows.
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
+from django.utils import timezone
 from simple_history.utils import bulk_create_with_history
 
 from annotate.coding.disagreement import disagreement_refresh
@@ -509,7 +511,31 @@ def _codes_store(suggestions: dict[int, Suggestion], codings: list[Coding], adju
         coding.created_at, coding.updated_at = first or coding.created_at, last or coding.updated_at
     Coding.objects.bulk_update(created, ["created_at", "updated_at"], batch_size=1000)
     bulk_create_with_history(adjudications, Adjudication, batch_size=1000)
+    _earlier_decisions_history(adjudications)
     return created
+
+
+EARLIER_DECISION = "as exported: the decision before a codebook migration split or retired its type"
+WAITING = "as exported: awaiting a new decision after a codebook migration"
+
+
+def _earlier_decisions_history(adjudications: list[Adjudication]) -> None:
+    """An adjudication loaded waiting for a new decision gets its earlier decision as its first history record
+    (the type of the earlier version it names), then the waiting state as a change: its history reads as the
+    exported study's did, decided, then moved by a migration."""
+    waiting = [a for a in adjudications if a.recode_from_id is not None]
+    if not waiting:
+        return
+    history = Adjudication.history.model
+    now = timezone.now()
+    earlier = [copy.copy(a) for a in waiting]
+    for a in earlier:
+        a.failure_type_id, a.recode_from_id = a.recode_from_id, None
+    Adjudication.history.bulk_history_create(
+        earlier, default_date=now - timedelta(milliseconds=1), default_change_reason=EARLIER_DECISION
+    )
+    latest = history.objects.filter(id__in=[a.pk for a in waiting]).exclude(history_change_reason=EARLIER_DECISION)
+    latest.update(history_type="~", history_change_reason=WAITING, history_date=now)
 
 
 def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list, *, k: int, rule: str, coders) -> None:

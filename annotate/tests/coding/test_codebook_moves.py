@@ -357,6 +357,12 @@ def test_an_export_of_a_migrated_study_loads_back_with_its_queued_codings(study,
     assert pending.failure_type_original == "TUS-03" and pending.rationale == "TUS fits"
     assert pending.stage.code == "iterative_execution" and pending.stage.codebook_id == loaded.study.codebook_id
     assert [a.pk for a in readjudications(loaded.study)] == [pending.pk]
+    # Its history reads as the exported study's: the earlier decision first, then waiting after the move.
+    first, last = pending.history.order_by("history_date", "history_id")
+    assert (first.failure_type.code, first.failure_type.codebook_id, first.recode_from_id) == ("TUS-03", codebook.pk,
+                                                                                               None)  # fmt: skip
+    assert (last.history_type, last.failure_type_id, last.recode_from_id) == ("~", None, pending.recode_from_id)
+    assert "before a codebook migration" in first.history_change_reason and "awaiting" in last.history_change_reason
     labels = {e.document.title: label.reason for e, label in final_labels(loaded.study)}
     assert labels["adjudicated"] == Reason.READJUDICATE and labels["split"] == Reason.RECODE
     # The queued codings are offered to their coders again (the study is marked as recoding).
