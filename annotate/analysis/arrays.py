@@ -143,6 +143,7 @@ def label_id_ranges(study: Study, parts: int) -> list[tuple[int, int]]:
 
 
 LABEL_CHUNK = 5000  # touched episodes read per query
+LABEL_FIELDS = ("id", "split", "document__kind", "document__cluster", "document__title")
 
 
 def _touched(lo: int, hi: int) -> Q:
@@ -175,21 +176,29 @@ def label_part(study: Study, axes: Axes, *, ids: tuple[int, int]) -> LabelArrays
 def _label_part(study: Study, axes: Axes, ids: tuple[int, int]) -> LabelArrays:
     lo, hi = ids
     episodes = Episode.objects.filter(study=study, id__gte=lo, id__lt=hi)
-    fields = ("id", "split", "document__kind", "document__cluster", "document__title")
-    kind_index = {k: i for i, k in enumerate(KINDS)}
-    rows: list[tuple] = []
     excluded: dict[str, Counter] = {k: Counter() for k in KINDS}
-    holdout = []
-    touched_by: Counter = Counter()  # (kind, split) -> touched episodes read below
-    touched_holdout: set[int] = set()
-    n = 0
+    holdout: list = []
     touched = (
         ((e_id, split, kind, cluster, title), label)
         for a, b in _touched_ranges(lo, hi, LABEL_CHUNK)
         for (e_id, split, kind, cluster, title), label in final_label_values(
-            study, episodes.filter(_touched(a, b), id__gte=a, id__lt=b), fields, chunk=LABEL_CHUNK
+            study, episodes.filter(_touched(a, b), id__gte=a, id__lt=b), LABEL_FIELDS, chunk=LABEL_CHUNK
         )
     )
+    n, rows, holdout, touched_by, touched_holdout = _collect(touched, axes, excluded, holdout)
+    # Episodes nobody has coded or adjudicated have a known label; they are counted by the
+    # database, not read one by one (most of a large study's episodes, usually).
+    n += _untouched_labels(study, episodes, touched_by, touched_holdout, excluded, holdout)
+    return _part(rows, excluded, holdout, n)
+
+
+def _collect(touched, axes: Axes, excluded: dict[str, Counter], holdout: list):
+    """Rows of the touched episodes' usable failure labels; the others counted under their reasons."""
+    kind_index = {k: i for i, k in enumerate(KINDS)}
+    rows: list[tuple] = []
+    touched_by: Counter = Counter()  # (kind, split) -> touched episodes read
+    touched_holdout: set[int] = set()
+    n = 0
     ix = axes.index
     for (e_id, split, kind, cluster, title), label in touched:
         n += 1
@@ -220,9 +229,10 @@ def _label_part(study: Study, axes: Axes, ids: tuple[int, int]) -> LabelArrays:
                 axes.type_category[t] if t >= 0 else -1,
             )
         )
-    # Episodes nobody has coded or adjudicated have a known label; they are counted by the
-    # database, not read one by one (most of a large study's episodes, usually).
-    n += _untouched_labels(study, episodes, touched_by, touched_holdout, excluded, holdout)
+    return n, rows, holdout, touched_by, touched_holdout
+
+
+def _part(rows: list[tuple], excluded: dict[str, Counter], holdout: list, n: int) -> LabelArrays:
     rows.sort()
     cols = list(zip(*rows, strict=True)) if rows else [()] * 8
     ints = [np.asarray(c, dtype=np.int64) for c in (cols[0], cols[1], cols[3], cols[4], cols[5], cols[6], cols[7])]

@@ -36,7 +36,6 @@ from django.utils import timezone
 from annotate.analysis.arrays import (
     codebook_axes,
     designs,
-    label_arrays,
     label_id_ranges,
     label_part,
     labels_join,
@@ -58,6 +57,7 @@ from annotate.analysis.bootstrap import (
 from annotate.analysis.documents import analysis_document
 from annotate.analysis.params import MAX_B, parse_params
 from annotate.analysis.results import analysis_key, data_version_now, result_store
+from annotate.analysis.versions import params_for, version_labels
 from annotate.jobs.registry import task_named
 from annotate.jobs.runner import DEFERRED, job_deferred_heartbeat
 from annotate.models import Job, JobStatus, ResultKind, Study
@@ -217,12 +217,13 @@ def bootstrap_run(*, job, progress):
     """
     wall, cpu = time.perf_counter(), time.process_time()
     study = Study.objects.select_related("codebook").get(pk=job.study_id)
-    axes = codebook_axes(study)
-    p = parse_params(axes, **{k: job.params.get(k) for k in PARAM_KEYS}, max_bootstrap=MAX_B)
-    ranges = chunk_ranges(stats.n_blocks(p.bootstrap), _chunks_wanted(job))
+    p, choice, axes = params_for(study, {k: job.params.get(k) for k in (*PARAM_KEYS, "version")})
+    # An earlier codebook version's labels come from the migration's record, not from ranges of the
+    # study's codings: that analysis runs in this process (one chunk).
+    ranges = chunk_ranges(stats.n_blocks(p.bootstrap), 1 if p.version else _chunks_wanted(job))
     if len(ranges) == 1:
         version = data_version_now(study.pk)  # before the labels: a change after it leaves the result stale
-        labels = label_arrays(study, axes)
+        labels = version_labels(study, choice, axes)
         reps = compute_replicates(designs(labels, axes), p, progress=progress)
         doc = analysis_document(study, p, axes=axes, labels=labels, replicates=reps)
         doc["run"] = _run_info(job, study, 1, reps)

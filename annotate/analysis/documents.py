@@ -25,6 +25,7 @@ from annotate.analysis.arrays import (
 )
 from annotate.analysis.bootstrap import ProgressFn, compute_replicates
 from annotate.analysis.params import LEVEL, Params
+from annotate.analysis.versions import version_axes, version_choice, version_labels
 from annotate.models import DocumentKind, Episode, Study
 from lib import stats
 
@@ -212,9 +213,10 @@ def analysis_document(
     `replicates` lets a chunked Celery run hand in replicate counts computed
     elsewhere; they are the same numbers `compute_replicates` would draw.
     """
-    axes = axes or codebook_axes(study)
     p = params or Params()
-    labels = labels or label_arrays(study, axes)
+    choice = version_choice(study, p.version)
+    axes = axes or version_axes(study, choice)
+    labels = labels or version_labels(study, choice, axes)
     ds = designs(labels, axes)
     reps = replicates if replicates is not None else compute_replicates(ds, p, progress=progress)
     boots = [stats.cell_intervals(d, r, level=p.level, method=p.interval) for d, r in zip(ds, reps, strict=True)]
@@ -231,7 +233,7 @@ def analysis_document(
     return {
         "schema": "faultline.analysis/1",
         "study": {"slug": study.slug, "name": study.name},
-        "parameters": _parameters_section(study, p, axes),
+        "parameters": {**_parameters_section(study, p, axes), **_version_section(choice)},
         "data": {
             "as_of": labels.as_of,
             "fingerprint": labels.fingerprint,
@@ -292,6 +294,12 @@ def _contrast(
     }
 
 
+def _version_section(choice) -> dict:
+    """Which codebook version the numbers use, and which others the study used (newest first)."""
+    return {"codebook_versions": list(choice.versions), "codebook_current": choice.versions[0],
+            "version": choice.key}  # fmt: skip
+
+
 def _label_coder(study: Study) -> str | None:
     if study.label_coder_id is None:
         return None
@@ -302,11 +310,14 @@ def _label_coder(study: Study) -> str | None:
 # Episodes of one cell (the heatmap's click-through)
 
 
-def cell_episodes(study: Study, kind: str, stage: str, capability: str, *, after: int = 0, limit: int = 200):
+def cell_episodes(
+    study: Study, kind: str, stage: str, capability: str, *, after: int = 0, limit: int = 200, version=None
+):
     """One page of the primary episodes whose final label falls in (kind, stage, capability), in id order
-    after the keyset cursor `after` (an episode id), with their documents and the next page's cursor."""
-    axes = codebook_axes(study)
-    labels = label_arrays(study, axes)
+    after the keyset cursor `after` (an episode id), with their documents and the next page's cursor.
+    `version`: a VersionChoice (annotate.analysis.versions) for an earlier codebook version's labels."""
+    axes = codebook_axes(study) if version is None else version_axes(study, version)
+    labels = label_arrays(study, axes) if version is None else version_labels(study, version, axes)
     stages = [c for c, _ in axes.stages]
     caps = [c for c, _ in axes.capabilities]
     if kind not in KINDS or stage not in stages or capability not in caps:
@@ -330,15 +341,18 @@ def cell_episodes(study: Study, kind: str, stage: str, capability: str, *, after
 # Hold-out coverage
 
 
-def coverage_document(study: Study, *, level: float = LEVEL, labels: LabelArrays | None = None) -> dict:
+def coverage_document(
+    study: Study, *, level: float = LEVEL, labels: LabelArrays | None = None, version: str | None = None
+) -> dict:
     """The share of hold-out episodes coded to an existing type, with a Wilson interval.
 
     The denominator is hold-out failures with a usable label: coded to a type
     (covered) or marked as needing a new type. Episodes without a usable label
     and "not a failure" are counted under excluded, with their reasons.
     """
-    axes = codebook_axes(study)
-    labels = labels or label_arrays(study, axes)
+    choice = version_choice(study, version)
+    axes = version_axes(study, choice)
+    labels = labels or version_labels(study, choice, axes)
     covered: Counter = Counter()
     new: Counter = Counter()
     excluded: Counter = Counter()
@@ -377,6 +391,7 @@ def coverage_document(study: Study, *, level: float = LEVEL, labels: LabelArrays
             "level": level,
             "interval": "wilson",
             "codebook": axes.codebook,
+            **_version_section(choice),
             "label_rule": study.label_rule,
             "label_coder": _label_coder(study),
         },

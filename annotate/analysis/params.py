@@ -38,6 +38,8 @@ class Params:
     bca: bool = False  # BCa for cells and differences; the old spelling of interval="bca"
     level: float = LEVEL
     interval: str = stats.DEFAULT_CELL_METHOD  # the cell-share interval, one of stats.CELL_METHODS
+    # An earlier codebook version of the study, as name@version (annotate.analysis.versions); None: the current one.
+    version: str | None = None
 
     @property
     def diff_bca(self) -> bool:
@@ -61,8 +63,10 @@ def parse_params(
     bca=None,
     interval: str | None = None,
     max_bootstrap: int = MAX_B,
+    version: str | None = None,
 ) -> Params:
-    """Validate raw parameters (from a command line, a query string or job params)."""
+    """Validate raw parameters (from a command line, a query string or job params). `axes` are the codebook
+    version's the analysis is for, and `version` its key, both checked already (annotate.analysis.versions)."""
     errors: dict[str, list[str]] = {}
 
     def integer(name, raw, default, low, high):
@@ -114,4 +118,5 @@ def parse_params(
             method = interval
     if errors:
         raise ParameterError(errors)
-    return Params(bootstrap=b, seed=s, cell=parsed_cell, contrast=pair, cap=m, bca=flag, interval=method)
+    return Params(bootstrap=b, seed=s, cell=parsed_cell, contrast=pair, cap=m, bca=flag, interval=method,
+                  version=version)  # fmt: skip

@@ -59,7 +59,12 @@ def params_key(params: dict) -> str:
 
 
 def analysis_key(p: Params) -> str:
-    return params_key(asdict(p))
+    """The parameters' key; the codebook version only when it is an earlier one, so that the current
+    version's results keep the keys they were stored under."""
+    params = asdict(p)
+    if params["version"] is None:
+        del params["version"]
+    return params_key(params)
 
 
 def agreement_key(*, bootstrap: int, seed: int, level: float = LEVEL, version: str | None = None) -> str:
@@ -69,8 +74,9 @@ def agreement_key(*, bootstrap: int, seed: int, level: float = LEVEL, version: s
     )
 
 
-def coverage_key(*, level: float = LEVEL) -> str:
-    return params_key({"level": level})
+def coverage_key(*, level: float = LEVEL, version: str | None = None) -> str:
+    """`version`: coverage under an earlier codebook version of the study (None: the current one)."""
+    return params_key({"level": level, **({"version": version} if version else {})})
 
 
 # ---------------------------------------------------------------------------
@@ -183,5 +189,7 @@ def coverage_job(*, job, progress) -> dict:
     from annotate.analysis.documents import coverage_document
 
     study = Study.objects.select_related("codebook").get(pk=job.study_id)
-    url = reverse("coverage_page", args=[study.slug])
-    return result_compute(job=job, kind=ResultKind.COVERAGE, url=url, compute=lambda: coverage_document(study))
+    version = job.params.get("version")
+    url = reverse("coverage_page", args=[study.slug]) + (f"?{urlencode({'version': version})}" if version else "")
+    return result_compute(job=job, kind=ResultKind.COVERAGE, url=url,
+                          compute=lambda: coverage_document(study, version=version))  # fmt: skip

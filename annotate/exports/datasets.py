@@ -7,12 +7,13 @@ one transaction, so that exporting the imported study gives the same rows.
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
+from django.utils import timezone
 from simple_history.utils import bulk_create_with_history
 
 from annotate.coding.disagreement import disagreement_refresh
@@ -245,8 +247,8 @@ class _Lookup:
         )
         if found is None:
             raise ValidationError(
-                {"file": f"{where}: a coding waits to be coded again after a codebook migration from type '{code}', "
-                 f"which no other version of {codebook.name} loaded here has; load that version first"}
+                {"file": f"{where}: a coding or adjudication waits for a new decision after a codebook migration from "
+                 f"type '{code}', which no other version of {codebook.name} loaded here has; load that version first"}
             )  # fmt: skip
         return found
 
@@ -468,7 +470,7 @@ def _adjudicated(row: dict) -> bool:
 def _row_adjudication(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, *, where: str) -> Adjudication:
     own = row.get("adjudication_not_a_failure") is not None
     prefix = "adjudication_" if own else "label_"
-    return Adjudication(
+    adjudication = Adjudication(
         episode=ep,
         adjudicator=coders(row["adjudicator"] or "dataset-adjudicator"),
         failure_type=lookup.type(row[f"{prefix}failure_type"], where),
@@ -479,6 +481,22 @@ def _row_adjudication(row: dict, ep: Episode, lookup: _Lookup, coders: _Coders, 
         needs_new_type=bool(row[f"{prefix}needs_new_type"]),
         rationale=row["adjudication_rationale"] or "",
     )
+    # An adjudication whose type a codebook migration split or retired awaits a new decision. It loads as it was
+    # exported, still waiting, with the earlier decision kept on it (the type of the earlier version it names, the
+    # axes it kept), as on the study exported: the adjudicator sees the old code. Loading it as a final label
+    # would put an episode in the matrices that its own study leaves out until it is decided again.
+    original = (row.get("adjudication_failure_type_original") or "") if own else ""
+    if adjudication.failure_type is None and not (adjudication.not_a_failure or adjudication.needs_new_type):
+        if not original:
+            raise ValidationError(
+                {"adjudication_failure_type_original": [
+                    f"{where}: the adjudication awaits a new decision after a codebook migration, but the file does "
+                    "not say its earlier type (an export made before adjudication_failure_type_original was written)"
+                ]}
+            )  # fmt: skip
+        adjudication.recode_from = lookup.earlier_type(original, where)
+    adjudication.failure_type_original = "" if original == row.get("adjudication_failure_type") else original
+    return adjudication
 
 
 def _codes_store(suggestions: dict[int, Suggestion], codings: list[Coding], adjudications: list) -> list[Coding]:
@@ -493,7 +511,31 @@ def _codes_store(suggestions: dict[int, Suggestion], codings: list[Coding], adju
         coding.created_at, coding.updated_at = first or coding.created_at, last or coding.updated_at
     Coding.objects.bulk_update(created, ["created_at", "updated_at"], batch_size=1000)
     bulk_create_with_history(adjudications, Adjudication, batch_size=1000)
+    _earlier_decisions_history(adjudications)
     return created
+
+
+EARLIER_DECISION = "as exported: the decision before a codebook migration split or retired its type"
+WAITING = "as exported: awaiting a new decision after a codebook migration"
+
+
+def _earlier_decisions_history(adjudications: list[Adjudication]) -> None:
+    """An adjudication loaded waiting for a new decision gets its earlier decision as its first history record
+    (the type of the earlier version it names), then the waiting state as a change: its history reads as the
+    exported study's did, decided, then moved by a migration."""
+    waiting = [a for a in adjudications if a.recode_from_id is not None]
+    if not waiting:
+        return
+    history = Adjudication.history.model
+    now = timezone.now()
+    earlier = [copy.copy(a) for a in waiting]
+    for a in earlier:
+        a.failure_type_id, a.recode_from_id = a.recode_from_id, None
+    Adjudication.history.bulk_history_create(
+        earlier, default_date=now - timedelta(milliseconds=1), default_change_reason=EARLIER_DECISION
+    )
+    latest = history.objects.filter(id__in=[a.pk for a in waiting]).exclude(history_change_reason=EARLIER_DECISION)
+    latest.update(history_type="~", history_change_reason=WAITING, history_date=now)
 
 
 def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list, *, k: int, rule: str, coders) -> None:
@@ -506,8 +548,15 @@ def _episodes_finish(study: Study, episodes: list[Episode], adjudications: list,
             ep.status = EpisodeStatus.CODED if ep.n_codings >= k else EpisodeStatus.OPEN
     Episode.objects.bulk_update(episodes, ["queue_key", "created_at", "status"], batch_size=1000)
     disagreement_refresh(study_id=study.pk)  # the study is new: all its episodes are these
-    Study.objects.filter(pk=study.pk).update(coders_per_episode=k, label_rule=rule, label_coder=study.label_coder,
-                                             data_version=F("data_version") + 1)  # fmt: skip
+    # Codings waiting to be coded again go back to their coders' queues, which look for them only in a study
+    # marked `recoding` (annotate.coding.queue); on an adjudicated episode they wait for the adjudicator instead.
+    recoding = Coding.objects.filter(episode__study=study, recode_from__isnull=False).exclude(
+        episode__status=EpisodeStatus.ADJUDICATED
+    )
+    Study.objects.filter(pk=study.pk).update(
+        coders_per_episode=k, label_rule=rule, label_coder=study.label_coder, recoding=recoding.exists(),
+        data_version=F("data_version") + 1,
+    )  # fmt: skip
     study.label_rule = rule
     for member in coders.users.values():
         Membership.objects.get_or_create(study=study, user=member, defaults={"role": Role.CODER})
@@ -542,11 +591,21 @@ def _check_labels(*, study: Study, rows: list[dict], episodes, codings, adjudica
 
 
 def _check_label_codes(row: dict, label, code_of: tuple[dict[int, str], dict[int, str]], *, where: str) -> None:
+    """The row's label_* columns against the label its codings and adjudication give (an adjudicated row's:
+    its adjudication_* codes), the two flags included. The error is keyed by the column that disagrees."""
     types, values = code_of  # the two tables' ids overlap
     for axis in ("failure_type", "source", "stage", "capability"):
         here = (types if axis == "failure_type" else values).get(getattr(label, f"{axis}_id"))
         said = row.get(f"label_{axis}") or None
         if said != here:
-            raise ValidationError(
-                {"file": f"{where}: label_{axis} says {said!r}, but its codings and adjudication give {here!r}"}
-            )
+            _label_refused(f"label_{axis}", said, here, where)
+    for flag in ("not_a_failure", "needs_new_type"):
+        said = row.get(f"label_{flag}")
+        if said is not None and bool(said) != bool(getattr(label, flag)):
+            _label_refused(f"label_{flag}", said, bool(getattr(label, flag)), where)
+
+
+def _label_refused(column: str, said, here, where: str) -> None:
+    raise ValidationError(
+        {column: [f"{where}: {column} says {said!r}, but its codings and adjudication give {here!r}"]}
+    )

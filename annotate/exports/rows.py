@@ -31,6 +31,7 @@ from django.db.models import Exists, Func, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from annotate.coding.codebook_moves import codebook_versions
 from annotate.coding.labels import resolve_label
 from annotate.models import Adjudication, Coding, Episode, Study, Suggestion, SuggestionRejection
 from lib.db.plans import SERIAL_PLANS
@@ -53,8 +54,8 @@ BASE_COLUMNS = [
     "label_failure_type", "label_failure_type_name", "label_source", "label_source_name",
     "label_stage", "label_stage_name", "label_capability", "label_capability_name",
     "label_not_a_failure", "label_needs_new_type", "adjudicator", "adjudication_rationale",
-    "adjudication_failure_type", "adjudication_source", "adjudication_stage", "adjudication_capability",
-    "adjudication_not_a_failure", "adjudication_needs_new_type",
+    "adjudication_failure_type", "adjudication_failure_type_original", "adjudication_source", "adjudication_stage",
+    "adjudication_capability", "adjudication_not_a_failure", "adjudication_needs_new_type",
     "suggestion_backend", "suggestion_model", "suggestion_prompt_version", "suggestion_failure_type",
     "suggestion_confidence", "suggestion_status", "suggestion_accepted",
     "imported_at", "episode_created_at", "first_coded_at", "last_coded_at",
@@ -65,9 +66,11 @@ CODING_KEYS = [
 ]  # fmt: skip
 # The adjudication's own codes: the label's under consensus, but not under single_coder, where the label is one
 # coder's and an adjudication would be lost without them. Files of export version 1 made before lack them.
+# adjudication_failure_type_original is the code the adjudicator chose before a codebook migration moved it (or
+# split or retired it: then the adjudication awaits a new decision, and import_dataset restores it so).
 ADJUDICATION_CODES = (
-    "adjudication_failure_type", "adjudication_source", "adjudication_stage", "adjudication_capability",
-    "adjudication_not_a_failure", "adjudication_needs_new_type",
+    "adjudication_failure_type", "adjudication_failure_type_original", "adjudication_source", "adjudication_stage",
+    "adjudication_capability", "adjudication_not_a_failure", "adjudication_needs_new_type",
 )  # fmt: skip
 BOOL_COLUMNS = {"whole_document", "label_not_a_failure", "label_needs_new_type", "suggestion_accepted",
                 "adjudication_not_a_failure", "adjudication_needs_new_type"}  # fmt: skip
@@ -235,7 +238,7 @@ CODING_FIELDS = (
 )  # fmt: skip
 ADJ_FIELDS = (
     "episode_id", "adjudicator_id", "failure_type_id", "source_id", "stage_id", "capability_id", "not_a_failure",
-    "needs_new_type", "rationale", "recode_from_id",
+    "needs_new_type", "rationale", "recode_from_id", "failure_type_original",
 )  # fmt: skip
 SUGGESTION_FIELDS = (
     "episode_id", "backend", "model", "prompt_version", "failure_type_id", "confidence", "status",
@@ -402,6 +405,7 @@ def export_rows(
                 "adjudicator": names(adj[1]) if adj else None,
                 "adjudication_rationale": adj[8] if adj else None,
                 "adjudication_failure_type": types.get(adj[2]) if adj else None,
+                "adjudication_failure_type_original": (adj[10] or types.get(adj[2])) if adj else None,
                 "adjudication_source": values.get(adj[3]) if adj else None,
                 "adjudication_stage": values.get(adj[4]) if adj else None,
                 "adjudication_capability": values.get(adj[5]) if adj else None,
@@ -532,6 +536,10 @@ class Digest:
             yield row
 
 
+def _earlier_versions(study: Study) -> list[str]:
+    return [v.label for v in codebook_versions(study)[1:]]
+
+
 def manifest(
     *, study: Study, fmt: str, digest: Digest, filters: dict, coders: str, slots: int | None = None
 ) -> dict[str, Any]:
@@ -545,6 +553,9 @@ def manifest(
         "bytes": digest.size,
         "sha256": digest.sha.hexdigest(),
         "codebook": study.codebook.label,
+        # Earlier versions the study's codings were moved from (newest first): their codes are the
+        # failure_type_original columns' where those differ from failure_type.
+        "codebook_earlier": _earlier_versions(study),
         "coders_per_episode": study.coders_per_episode,
         "label_rule": study.label_rule,
         # Under single_coder the labels are one coder's: named as the rows name them, so an import can restore it.

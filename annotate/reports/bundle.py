@@ -6,7 +6,7 @@ Layout of the folder (and of the zip, under one top-level folder):
 
     report.html  report.pdf  methods.txt  tables.tex  provenance.json  documents.json
     tables/<table>.csv   figures/<figure>.svg  figures/<figure>.pdf
-    export/<slug>.jsonl  export/<slug>.jsonl.manifest.json  codebook.json
+    export/<slug>.jsonl  export/<slug>.jsonl.manifest.json  codebook.json  codebooks/<earlier versions>.json
 """
 
 from __future__ import annotations
@@ -112,8 +112,12 @@ class Rendered:
 def report_render(data: dict, *, provenance: dict, figures: list[dict]) -> Rendered:
     tables = report_tables(data)
     methods = methods_paragraph(data, software=f"{SOFTWARE} {provenance['software']['version']}")
+    numbered = list(enumerate(tables, 1))
     context = {"study": data["study"], "tables": tables, "methods": methods, "figures": figures,
-               "provenance": provenance}  # fmt: skip
+               "provenance": provenance,
+               "codebook_versions": data["analysis"]["parameters"].get("codebook_versions", []),
+               "verified": ", ".join(f"Table {n}" for n, t in numbered if t.from_export),
+               "not_verified": [(n, t) for n, t in numbered if not t.from_export]}  # fmt: skip
     html = render_to_string("annotate/report/report.html", context)
     return Rendered(data, tables, methods, html, tables_tex(tables, title=data["study"]["name"]))
 
@@ -129,7 +133,10 @@ def _provenance(study: Study, params: Params, data: dict, export: dict, out: Pat
         "schema": SCHEMA,
         "study": {"slug": study.slug, "name": study.name, "coders_per_episode": study.coders_per_episode,
                   "label_rule": study.label_rule, "blind": study.blind},
-        "codebook": {"label": study.codebook.label, "sha256": canonical_sha256(codebook), "file": "codebook.json"},
+        "codebook": {"label": study.codebook.label, "sha256": canonical_sha256(codebook), "file": "codebook.json",
+                     # Every version the study used, now first: the report's numbers are all under the first.
+                     "versions_used": data["analysis"]["parameters"].get("codebook_versions", []),
+                     "earlier": _earlier_codebooks(study, out)},
         "labels": {"sha256": digest, "rows": rows, "fields": list(LABEL_FIELDS),
                    "fingerprint": data["analysis"]["data"]["fingerprint"]},
         "export": {**export, "sha256": file_sha256(export_path)},
@@ -163,7 +170,7 @@ def report_write(*, study: Study, out: Path, params: Params | None = None, progr
     params = params or Params()
     phases = _Phases(progress)
     out = Path(out)
-    for sub in ("figures", "tables", "export"):
+    for sub in ("figures", "tables", "export", "codebooks"):
         shutil.rmtree(out / sub, ignore_errors=True)
         (out / sub).mkdir(parents=True)
     data = report_documents(study, params, progress=phases.bootstrap)
@@ -193,6 +200,11 @@ def report_write(*, study: Study, out: Path, params: Params | None = None, progr
     (out / "methods.txt").write_text(rendered.methods + "\n", encoding="utf-8")
     (out / "documents.json").write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                                         encoding="utf-8")  # fmt: skip
+    # What `reproduce` checks against the export, and what it cannot (with why).
+    provenance["verification"] = {
+        "compared": [t.key for t in rendered.tables if t.from_export],
+        "not_compared": {t.key: t.not_verified_because for t in rendered.tables if not t.from_export},
+    }
     provenance["files"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     provenance["files"] = sorted({*provenance["files"], "report.pdf", "provenance.json"})
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -203,6 +215,22 @@ def report_write(*, study: Study, out: Path, params: Params | None = None, progr
 
 
 _SVG_ID = re.compile(r'(\bid="|url\(#|xlink:href="#|href="#)([^")]+)')
+
+
+def _earlier_codebooks(study: Study, out: Path) -> list[dict]:
+    """The earlier codebook versions the study moved from, written beside codebook.json: the export's codings
+    and adjudications that wait to be coded again name their type of such a version, which `reproduce` loads
+    before the export (from a fresh clone too)."""
+    from annotate.coding.codebook_moves import codebook_versions
+
+    written = []
+    for version in codebook_versions(study)[1:]:
+        data = codebook_export(codebook=version.codebook)
+        name = f"codebooks/{version.label}.json"
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append({"label": version.label, "sha256": canonical_sha256(data), "file": name})
+    return written
 
 
 def inline_svg(svg: bytes, prefix: str) -> str:
@@ -217,6 +245,45 @@ def pdf_write(html: str, path: Path, *, base: Path) -> None:
     from weasyprint import HTML
 
     HTML(string=html, base_url=str(base)).write_pdf(str(path))
+
+
+def pdf_layout_problems(html: str, *, base: Path | None = None) -> list[str]:
+    """What the PDF of `html` would lose or garble, from WeasyPrint's own layout of its pages: text past the
+    page's content box (a table too wide for the page runs into the margin and is cut at the paper's edge) and
+    text boxes drawn over one another. Empty when every piece of text is on the page, apart. Figures are
+    checked on their own (annotate.reports.plots.layout_problems): their text is SVG, not laid out here."""
+    from weasyprint import HTML
+    from weasyprint.formatting_structure.boxes import MarginBox, TextBox
+
+    problems: list[str] = []
+    document = HTML(string=html, base_url=str(base) if base else None).render()
+    for number, page in enumerate(document.pages, 1):
+        box = page._page_box  # WeasyPrint keeps the laid-out boxes there; there is no public accessor
+        right = box.content_box_x() + box.width + 0.5  # half a CSS pixel: rounding in the layout
+        bottom = box.content_box_y() + box.height + 0.5
+        texts = []
+        body = [child for child in box.children if not isinstance(child, MarginBox)]  # the footer is in the margin
+        for text in (t for child in body for t in _descendants(child, TextBox)):
+            x0, y0 = text.position_x, text.position_y
+            x1, y1 = x0 + text.margin_width(), y0 + text.margin_height()
+            if x1 > right or y1 > bottom or x0 < box.content_box_x() - 0.5:
+                problems.append(f"page {number}: {text.text[:40]!r} runs past the page's content box")
+            texts.append((y0, y1, x0, x1, text.text))
+        texts.sort()
+        for i, (_y0, y1, x0, x1, t) in enumerate(texts):
+            for v0, _v1, u0, u1, u in texts[i + 1 :]:
+                if v0 >= y1 - 0.5:
+                    break  # sorted by top: no later box starts above this one's bottom
+                if min(x1, u1) - max(x0, u0) > 0.5:
+                    problems.append(f"page {number}: {t[:30]!r} and {u[:30]!r} overlap")
+    return problems
+
+
+def _descendants(box, kind):
+    for child in getattr(box, "children", None) or ():
+        if isinstance(child, kind):
+            yield child
+        yield from _descendants(child, kind)
 
 
 def report_zip(folder: Path, zip_path: Path) -> Path:

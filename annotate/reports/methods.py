@@ -23,6 +23,15 @@ def _coding_sentences(data: dict) -> list[str]:
         f"workflow stage and agent capability) by {n_coders} coder{'s' if n_coders != 1 else ''}, "
         f"with k = {k} coder{'s' if k != 1 else ''} per episode."
     ]
+    versions = data["analysis"]["parameters"].get("codebook_versions") or [codebook]
+    earlier = [v for v in versions if v != codebook]
+    if earlier:
+        out.append(
+            f"The codebook was revised during coding: the study moved from {_join(earlier[::-1])} to {codebook} by "
+            "a mapping of old codes to new ones (renamed and merged types moved, split and retired types were coded "
+            f"again); every number here uses the labels under {codebook}, and episodes whose codes still await "
+            "re-coding or re-adjudication are excluded and counted."
+        )
     if s["blind"]:
         out.append("Coding was blind: a coder saw no other coder's codes of an episode before saving their own, "
                    "and suggestions, where shown, came from the tool, not from other coders.")  # fmt: skip

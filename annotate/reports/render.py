@@ -18,8 +18,8 @@ TEX_PACKAGES = ("booktabs", "makecell", "amssymb")
 _TEX = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
     "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "×": r"$\times$", "−": r"$-$", "≥": r"$\geq$",
-    "±": r"$\pm$", "κ": r"$\kappa$", "α": r"$\alpha$", "†": r"\dag{}", "◆": r"$\blacklozenge$", "·": r"$\cdot$",
-    "–": "--", "[": "{[}", "]": "{]}",
+    "±": r"$\pm$", "κ": r"$\kappa$", "α": r"$\alpha$", "†": r"\dag{}", "‡": r"\ddag{}", "◆": r"$\blacklozenge$",
+    "·": r"$\cdot$", "–": "--", "[": "{[}", "]": "{]}",
 }  # fmt: skip
 _TEX_RE = re.compile("|".join(re.escape(k) for k in _TEX))
 

@@ -60,7 +60,7 @@ class Reproduction:
     differences: list[Difference] = field(default_factory=list)
     compared_cells: int = 0
     compared_tables: list[str] = field(default_factory=list)
-    not_compared: list[str] = field(default_factory=list)  # tables the export cannot recompute
+    not_compared: list[str] = field(default_factory=list)  # tables the export cannot recompute (NOT_FROM_EXPORT)
 
     @property
     def identical(self) -> bool:
@@ -80,12 +80,13 @@ def _params(p: dict) -> Params:
 
 
 def _codebook(folder: Path, prov: dict, found: list[Difference]) -> None:
-    data = json.loads((folder / prov["codebook"]["file"]).read_text(encoding="utf-8"))
-    if canonical_sha256(data) != prov["codebook"]["sha256"]:
-        found.append(Difference("bundle", "codebook.json", "", "sha256", prov["codebook"]["sha256"],
-                                canonical_sha256(data)))  # fmt: skip
-    if not Codebook.objects.filter(name=data["name"], version=data["version"]).exists():
-        codebook_load(data=data, publish=True)
+    """The bundle's codebook, and the earlier versions the study moved from (oldest first), loaded where missing."""
+    for entry in [*prov["codebook"].get("earlier", [])[::-1], prov["codebook"]]:
+        data = json.loads((folder / entry["file"]).read_text(encoding="utf-8"))
+        if canonical_sha256(data) != entry["sha256"]:
+            found.append(Difference("bundle", entry["file"], "", "sha256", entry["sha256"], canonical_sha256(data)))
+        if not Codebook.objects.filter(name=data["name"], version=data["version"]).exists():
+            codebook_load(data=data, publish=True)
 
 
 def _scratch_export(folder: Path, prov: dict, tmp: Path, found: list[Difference]) -> Path:

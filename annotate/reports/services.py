@@ -43,7 +43,9 @@ def report_finished(study: Study, params: Params) -> Job | None:
     from annotate.analysis.arrays import label_arrays
 
     fingerprint = label_arrays(study, codebook_axes(study)).fingerprint
-    wanted = json.loads(json.dumps(asdict(params)))
+    # A report of the current codebook version has version None, which reports made before Params had a
+    # version do not record: both are the same report.
+    wanted = {k: v for k, v in json.loads(json.dumps(asdict(params))).items() if (k, v) != ("version", None)}
     jobs = Job.objects.filter(study=study, kind="report", status=JobStatus.SUCCESS).order_by("-finished_at")[:20]
     for job in jobs:
         result = job.result or {}

@@ -14,9 +14,21 @@ from annotate.analysis.documents import KIND_LABELS
 
 DAGGER = "†"  # the cell rests on fewer clusters with records than MIN_CLUSTERS
 MARK = "◆"  # the difference's interval excludes zero
-# Tables built from data the dataset export does not carry (suggestion rankings and review, exposure arms,
-# trace attribution): `reproduce` cannot recompute them and says so.
-NOT_FROM_EXPORT = frozenset({"suggestions", "exposure", "attribution"})
+ONE_SIDED = "‡"  # the statistic's interval collapsed: its one-sided lower bound is in the row's bound column
+BOUND_COLUMN = "One-sided lower bound"
+# Tables built from data the dataset export does not carry: `reproduce` cannot recompute them, and the report and
+# `reproduce` say why, table by table. Comparing what the export does carry of them (the latest suggestion's top-1
+# type per episode) would give a different number for a bundle nobody changed, and call it a difference.
+NOT_FROM_EXPORT = {
+    "suggestions": "the export carries each episode's latest suggestion only (its top-1 type, confidence and "
+    "review status): not the ranked candidates that top-3 accuracy needs, the suggested source, stage and "
+    "capability, earlier suggestions, other models' suggestions of the same episode, failed ones, nor who "
+    "rejected one, all of which this table counts",
+    "exposure": "the export carries no exposure records: which arm each coding was made under (suggestion shown "
+    "before or after the coder's first choice), the coder's choice before seeing it, and the seconds to save",
+    "attribution": "the export carries no trace attribution (each coder's responsible agent and decisive step of "
+    "a trace episode) nor the traces' reference attribution",
+}
 AXIS_TITLES = {
     "failure_type": "Failure type", "category": "Category", "source": "Responsibility source",
     "stage": "Workflow stage", "capability": "Agent capability", "overall": "Whole label",
@@ -36,6 +48,11 @@ class Table:
     def from_export(self) -> bool:
         return self.key not in NOT_FROM_EXPORT
 
+    @property
+    def not_verified_because(self) -> str:
+        """Why `reproduce` does not recompute this table ("" when it does)."""
+        return NOT_FROM_EXPORT.get(self.key, "")
+
 
 def pct(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None else f"{100 * x:.{digits}f}%"
@@ -49,14 +66,23 @@ def interval(lo: float | None, hi: float | None, *, signed: bool = False) -> str
 
 
 def stat(e: dict | None) -> str:
-    """An agreement statistic with its interval, or its one-sided lower bound marked as such."""
+    """An agreement statistic with its two-sided interval. A one-sided lower bound is never written as if it
+    were an interval, nor inline: the value is marked ONE_SIDED and the bound goes to its row's own column
+    (`bounds`), as on the agreement page."""
     if not e or e.get("value") is None:
         return "n/a"
     if e.get("one_sided"):
-        return f"{e['value']:.3f}\n≥ {e['ci_low']:.3f} (one-sided)"
+        return f"{e['value']:.3f} {ONE_SIDED}"
     if e.get("ci_low") is None:
         return f"{e['value']:.3f}"
     return f"{e['value']:.3f}\n[{e['ci_low']:.3f}, {e['ci_high']:.3f}]"
+
+
+def bounds(stats: list[tuple[str, dict | None]]) -> str:
+    """The one-sided lower bounds of a row's statistics (name, estimate), one a line; "–" when there are none."""
+    lines = [f"{name} ≥ {e['ci_low']:.3f}" for name, e in stats
+             if e and e.get("one_sided") and e.get("value") is not None]  # fmt: skip
+    return ";\n".join(lines) or "–"
 
 
 def share(s: dict | None) -> str:
@@ -65,6 +91,14 @@ def share(s: dict | None) -> str:
         return f"n/a (n={s.get('n', 0) if s else 0})"
     lo, hi = s.get("ci_low", s.get("low")), s.get("ci_high", s.get("high"))
     return f"{pct(s['value'])} {interval(lo, hi)} ({s['k']}/{s['n']})"
+
+
+def version_note(doc: dict) -> str:
+    """Which codebook version a table's numbers use: the study's labels under it."""
+    p = doc["parameters"]
+    others = [v for v in p.get("codebook_versions", []) if v != p["codebook"]]
+    also = f" (the study also used {', '.join(others)})" if others else ""
+    return f"Final labels under codebook {p['codebook']}{also}."
 
 
 def _names(doc: dict) -> tuple[list[str], list[str]]:
@@ -94,7 +128,8 @@ def counts_table(data: dict) -> Table:
         "counts", "Episodes by responsibility source and document kind",
         ("Responsibility source", *(k["label"] for k in kinds), "All kinds"), tuple(rows),
         (f"Counts (share of the kind's episodes in the matrices). Excluded episodes by reason: {reasons}. "
-         f"Hold-out episodes are kept out of the matrices: {doc['excluded']['holdout_not_in_matrices']}.",),
+         f"Hold-out episodes are kept out of the matrices: {doc['excluded']['holdout_not_in_matrices']}.",
+         version_note(doc)),
         totals=2,
     )  # fmt: skip
 
@@ -121,6 +156,7 @@ def matrix_table(data: dict, section: dict) -> Table:
         f"Cells: count · share of the kind's episodes, {int(100 * p['level'])}% interval in percent "
         f"({p['interval_name']}).",
         f"{DAGGER} fewer than {p['min_clusters']} clusters with records in the cell: read its interval with care.",
+        version_note(doc),
     ]
     if section["status"] != "ok":
         notes.append(f"No intervals: {section['reason']}.")
@@ -146,7 +182,8 @@ def difference_table(data: dict, diff: dict) -> Table:
     return Table(
         f"difference-{diff['a']}-{diff['b']}", f"Difference {a} − {b} by cell (percentage points)",
         ("Workflow stage \\ capability", *caps), tuple(rows),
-        (f"{MARK} the {level}% {diff['interval']} cluster-bootstrap interval excludes 0; {DAGGER} few clusters.",),
+        (f"{MARK} the {level}% {diff['interval']} cluster-bootstrap interval excludes 0; {DAGGER} few clusters.",
+         version_note(doc)),
     )  # fmt: skip
 
 
@@ -174,7 +211,8 @@ def contrast_table(data: dict) -> Table | None:
     return Table(
         "contrast", f"Contrast {a} − {b} in {cell}, with sensitivity checks",
         ("Analysis", "Difference (points)", f"{level}% interval", "Keeps sign", "Excludes 0"), tuple(rows),
-        (f"Cell: {chosen}. Sensitivity checks use B = {c.get('sensitivity_bootstrap')} replicates.",),
+        (f"Cell: {chosen}. Sensitivity checks use B = {c.get('sensitivity_bootstrap')} replicates.",
+         version_note(doc)),
     )  # fmt: skip
 
 
@@ -183,17 +221,20 @@ def agreement_table(data: dict) -> Table:
     rows = []
     for axis in doc["axes"]:
         if axis["status"] != "ok":
-            rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), "n/a", "n/a", "n/a", "n/a"))
+            rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), "n/a", "n/a", "n/a", "n/a", "–"))
             continue
-        rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), stat(axis["percent_agreement"]),
-                     stat(axis["fleiss_kappa"]), stat(axis["krippendorff_alpha"]), stat(axis["gwet_ac1"])))  # fmt: skip
+        named = [("Agreement", axis["percent_agreement"]), ("κ", axis["fleiss_kappa"]),
+                 ("α", axis["krippendorff_alpha"]), ("AC1", axis["gwet_ac1"])]  # fmt: skip
+        rows.append((AXIS_TITLES[axis["axis"]], str(axis["n_episodes"]), *(stat(e) for _, e in named), bounds(named)))
     p = doc["parameters"]
+    level = int(100 * p["level"])
     return Table(
-        "agreement", "Agreement between coders per axis",
-        ("Axis", "Episodes", "Agreement", "Fleiss' κ", "Krippendorff's α", "Gwet's AC1"), tuple(rows),
-        (f"{int(100 * p['level'])}% percentile intervals from B = {p['bootstrap']} bootstrap resamples of episodes "
-         f"(seed {p['seed']}); at perfect or near-perfect agreement a one-sided Clopper-Pearson lower bound is "
-         "given instead, marked one-sided. Episodes coded by two or more coders.",),
+        "agreement", f"Agreement between coders per axis ({doc['parameters']['codebook']})",
+        ("Axis", "Episodes", "Agreement", "Fleiss' κ", "Krippendorff's α", "Gwet's AC1", BOUND_COLUMN), tuple(rows),
+        (f"Each statistic with its two-sided {level}% percentile interval from B = {p['bootstrap']} bootstrap "
+         f"resamples of episodes (seed {p['seed']}). {ONE_SIDED} the interval collapsed at perfect or near-perfect "
+         f"agreement: the statistic's one-sided {level}% Clopper-Pearson lower bound is in the last column instead. "
+         "Episodes coded by two or more coders.",),
     )  # fmt: skip
 
 
@@ -202,12 +243,15 @@ def pairs_table(data: dict) -> Table:
     rows = []
     for p in data["pairs"]:
         k = cohen.get((p["axis"], p["a"], p["b"]), {}).get("cohen_kappa")
-        rows.append((AXIS_TITLES[p["axis"]], f"{p['a']} ×\n{p['b']}", str(p["n"]), stat(p["percent"]), stat(k),
-                     stat(p["alpha"]), stat(p["ac1"])))  # fmt: skip
+        named = [("Agreement", p["percent"]), ("κ", k), ("α", p["alpha"]), ("AC1", p["ac1"])]
+        rows.append((AXIS_TITLES[p["axis"]], f"{p['a']} ×\n{p['b']}", str(p["n"]), *(stat(e) for _, e in named),
+                     bounds(named)))  # fmt: skip
     return Table(
         "agreement-pairs", "Agreement per coder pair",
-        ("Axis", "Coders", "Episodes", "Agreement", "Cohen's κ", "Krippendorff's α", "Gwet's AC1"), tuple(rows),
-        ("Over the episodes both coders coded; coders are named by the export's pseudonyms.",),
+        ("Axis", "Coders", "Episodes", "Agreement", "Cohen's κ", "Krippendorff's α", "Gwet's AC1", BOUND_COLUMN),
+        tuple(rows),
+        ("Over the episodes both coders coded; coders are named by the export's pseudonyms. "
+         f"{ONE_SIDED} one-sided lower bound in the last column, as in the table above.",),
     )  # fmt: skip
 
 
@@ -239,7 +283,7 @@ def coverage_table(data: dict) -> Table:
     return Table(
         "coverage", "Hold-out coverage: hold-out failures coded to an existing type",
         ("Kind", "Covered", "Needs a new type", "n", "Coverage", f"{level}% interval (Wilson)"), tuple(rows),
-        (doc["coverage"]["reason"],) if doc["coverage"]["reason"] else (),
+        (*((doc["coverage"]["reason"],) if doc["coverage"]["reason"] else ()), version_note(doc)),
     )  # fmt: skip
 
 

@@ -22,8 +22,9 @@ from annotate.analysis.bootstrap import over_threshold
 from annotate.analysis.coders import agreement_document
 from annotate.analysis.documents import KIND_LABELS, analysis_document, cell_episodes, coverage_document
 from annotate.analysis.figures import AXIS_NAMES, confusion_rows
-from annotate.analysis.params import ParameterError, parse_params
+from annotate.analysis.params import ParameterError
 from annotate.analysis.results import agreement_key, analysis_key, coverage_key, result_job_start, result_shown
+from annotate.analysis.versions import params_for, version_choice
 from annotate.coding.selectors import codebook_picker
 from annotate.models import Document, Job, ResultKind, Study
 from annotate.views.access import study_view
@@ -31,30 +32,30 @@ from annotate.views.reports import report_job_for
 from lib import stats
 from taxonomy.services import parse_codebook_label
 
-PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval")
+PARAMS = ("bootstrap", "seed", "cell", "contrast", "cap", "bca", "interval", "version")
 METHODS = [(m, stats.CELL_METHOD_LABELS[m]) for m in stats.CELL_METHODS]
 FORMATS = {"svg": "image/svg+xml", "png": "image/png", "csv": "text/csv; charset=utf-8", "json": "application/json"}
 
 
 def _document(request: HttpRequest, study: Study, *, sensitivity: bool = True):
-    """(doc, params, errors, job, shown): the analysis for the query string, or why there is none.
+    """(doc, params, errors, job, shown, choice, axes): the analysis for the query string, or why there is none;
+    the codebook version it is for, and that version's axes.
 
     Which document is shown, and whether it may be computed in the request, is decided by
     annotate.analysis.results.result_shown, as on the agreement and coverage pages and in the API."""
-    axes = codebook_axes(study)
     raw = {k: request.GET.get(k) for k in PARAMS}
     try:
-        params = parse_params(axes, **raw)
+        params, choice, axes = params_for(study, raw)
     except ParameterError as exc:
-        return None, None, exc.errors, None, None
+        return None, None, exc.errors, None, None, None, codebook_axes(study)
     job_id = request.GET.get("job", "")
     if job_id.isdigit():
         job = get_object_or_404(Job, pk=int(job_id), study=study, kind="bootstrap")
-        return (job.result if job.status == "success" else None), params, {}, job, None
+        return (job.result if job.status == "success" else None), params, {}, job, None, choice, axes
     shown = result_shown(study, ResultKind.ANALYSIS, analysis_key(params),
                          lambda: analysis_document(study, params, sensitivity=sensitivity),
                          inline_ok=not over_threshold(params.bootstrap))  # fmt: skip
-    return shown.doc, params, {}, shown.job, shown
+    return shown.doc, params, {}, shown.job, shown, choice, axes
 
 
 def _kinds_with_episodes(study: Study, doc: dict | None) -> list[tuple[str, str]]:
@@ -83,11 +84,11 @@ def _query(request: HttpRequest, **changes) -> str:
 @require_GET
 @study_view("read", report=True)
 def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
-    doc, params, errors, job, shown = _document(request, study)
+    doc, params, errors, job, shown, choice, axes = _document(request, study)
     big = params is not None and over_threshold(params.bootstrap)
     context = {"study": study, "membership": request.membership, "doc": doc, "errors": errors, "job": job,
                "params": params, "query": _query(request), "kinds": _kinds_with_episodes(study, doc),
-               "axes": codebook_axes(study), "big": big, "methods": METHODS, "shown": shown,
+               "axes": axes, "big": big, "methods": METHODS, "shown": shown, "choice": choice,
                "run_url": reverse("analysis_run", args=[study.slug]),
                "default_method": stats.DEFAULT_CELL_METHOD,
                "report_job": report_job_for(request, study)}  # fmt: skip
@@ -100,8 +101,11 @@ def analysis_page(request: HttpRequest, study: Study) -> HttpResponse:
 def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
     c = doc["contrast"]
 
+    version = doc["parameters"].get("version")
+
     def cell_url(kind, stage, capability):
-        return reverse("analysis_cell", args=[study.slug, kind, stage, capability])
+        url = reverse("analysis_cell", args=[study.slug, kind, stage, capability])
+        return f"{url}?{urlencode({'version': version})}" if version else url
 
     heatmaps = [
         {"section": k, "rows": figures.heatmap_rows(doc, k["kind"], cell_url) if k["status"] == "ok" else []}
@@ -110,7 +114,9 @@ def _panels(request: HttpRequest, study: Study, doc: dict) -> dict:
     ]
     diff = figures.difference_rows(doc, c["a"], c["b"], c["cell"]) if c["status"] == "ok" else None
     labels = {"a_label": KIND_LABELS[c["a"]], "b_label": KIND_LABELS[c["b"]], **_cell_names(doc, c.get("cell"))}
-    return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK, **labels}
+    others = [v for v in doc["parameters"].get("codebook_versions", []) if v != doc["parameters"]["codebook"]]
+    return {"heatmaps": heatmaps, "diff_rows": diff, "contrast": c, "mark": figures.MARK, "other_versions": others,
+            **labels}  # fmt: skip
 
 
 def _cell_names(doc: dict, cell: dict | None) -> dict:
@@ -126,11 +132,16 @@ def _cell_names(doc: dict, cell: dict | None) -> dict:
 @study_view("read", report=True)
 def analysis_cell(request: HttpRequest, study: Study, kind: str, stage: str, capability: str) -> HttpResponse:
     after = request.GET.get("after", "")
-    found = cell_episodes(study, kind, stage, capability, after=int(after) if after.isdigit() else 0)
+    try:
+        choice = version_choice(study, request.GET.get("version"))
+    except ParameterError as exc:
+        raise Http404(exc.errors["version"][0]) from exc
+    found = cell_episodes(study, kind, stage, capability, after=int(after) if after.isdigit() else 0,
+                          version=choice if choice.key else None)  # fmt: skip
     if found is None:
         raise Http404("No such cell")
     context = {"study": study, "kind": kind, "kind_label": KIND_LABELS[kind], "stage": stage,
-               "capability": capability, **found}  # fmt: skip
+               "capability": capability, "version": choice.key, **found}  # fmt: skip
     return render(request, "annotate/analysis_cell.html", context)
 
 
@@ -140,13 +151,14 @@ def analysis_figure(request: HttpRequest, study: Study, name: str, fmt: str) -> 
     """`name` is a kind, `difference` (the contrast), or `analysis` (the whole document, JSON only)."""
     if fmt not in FORMATS or name not in (*KINDS, "difference", "analysis"):
         raise Http404("No such figure")
-    doc, _, errors, _, shown = _document(request, study, sensitivity=name == "analysis")
+    doc, _, errors, _, shown, _, _ = _document(request, study, sensitivity=name == "analysis")
     if errors:
         return JsonResponse({"errors": errors}, status=400)
     if doc is None:
         raise Http404("Run the analysis first")
     a, b = doc["contrast"]["a"], doc["contrast"]["b"]
-    filename = f"{study.slug}-{name}.{fmt}"
+    version = doc["parameters"].get("version")  # an earlier codebook version's numbers say so in their name
+    filename = f"{study.slug}-{name}{'-' + version.replace('@', '-') if version else ''}.{fmt}"
     if fmt == "json":
         body = doc if name == "analysis" else _section(doc, name)
         content: bytes | str = json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False)
@@ -177,12 +189,12 @@ def _section(doc: dict, name: str) -> dict:
 def analysis_run(request: HttpRequest, study: Study) -> HttpResponse:
     """Start a large-B bootstrap as a job (coders and owners), then show its progress on the analysis page."""
     try:
-        params = parse_params(codebook_axes(study), **{k: request.POST.get(k) for k in PARAMS})
+        params, _, _ = params_for(study, {k: request.POST.get(k) for k in PARAMS})
     except ParameterError as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect(reverse("analysis_page", args=[study.slug]))
     job_params = {"bootstrap": params.bootstrap, "seed": params.seed, "cap": params.cap, "bca": params.bca,
-                  "interval": params.interval}  # fmt: skip
+                  "interval": params.interval, **({"version": params.version} if params.version else {})}  # fmt: skip
     job_params.update({k: request.POST[k] for k in ("cell", "contrast") if request.POST.get(k)})
     job = result_job_start(study=study, kind=ResultKind.ANALYSIS, key=analysis_key(params), params=job_params,
                            user=request.user)  # fmt: skip
@@ -248,13 +260,20 @@ def agreement_page(request: HttpRequest, study: Study) -> HttpResponse:
 @require_GET
 @study_view("read", report=True)
 def coverage_page(request: HttpRequest, study: Study) -> HttpResponse:
-    shown = result_shown(study, ResultKind.COVERAGE, coverage_key(), lambda: coverage_document(study))
+    try:
+        version = version_choice(study, request.GET.get("version")).key
+    except ParameterError as exc:
+        return render(request, "annotate/coverage.html", {"study": study, "error": exc.errors["version"][0]},
+                      status=400)  # fmt: skip
+    shown = result_shown(study, ResultKind.COVERAGE, coverage_key(version=version),
+                         lambda: coverage_document(study, version=version))  # fmt: skip
     if request.GET.get("format") == "json":
         if shown.doc is None:
             raise Http404("Not computed yet: start the computation on the coverage page")
         return _download(study, "coverage", json.dumps(shown.doc, indent=2, sort_keys=True, ensure_ascii=False))
     context = {"study": study, "membership": request.membership, "doc": shown.doc, "shown": shown, "job": shown.job,
-               "run_url": reverse("coverage_run", args=[study.slug]), "run_params": {}}  # fmt: skip
+               "run_url": reverse("coverage_run", args=[study.slug]), "version": version,
+               "run_params": {"version": version} if version else {}}  # fmt: skip
     return render(request, "annotate/coverage.html", context)
 
 
@@ -282,8 +301,15 @@ def agreement_run(request: HttpRequest, study: Study) -> HttpResponse:
 @study_view("write", report=True)
 def coverage_run(request: HttpRequest, study: Study) -> HttpResponse:
     """Compute and store the hold-out coverage as a job (coders and owners)."""
-    result_job_start(study=study, kind=ResultKind.COVERAGE, key=coverage_key(), params={}, user=request.user)
-    return redirect(reverse("coverage_page", args=[study.slug]))
+    try:
+        version = version_choice(study, request.POST.get("version")).key
+    except ParameterError as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect(reverse("coverage_page", args=[study.slug]))
+    run = {"version": version} if version else {}
+    result_job_start(study=study, kind=ResultKind.COVERAGE, key=coverage_key(version=version), params=run,
+                     user=request.user)  # fmt: skip
+    return redirect(reverse("coverage_page", args=[study.slug]) + (f"?{urlencode(run)}" if run else ""))
 
 
 def _download(study: Study, name: str, content: str) -> HttpResponse:

@@ -52,6 +52,20 @@ class MatrixQuerySerializer(serializers.Serializer):
         + "; ".join(f". {k} is the old name of {v}" for k, v in CELL_METHOD_ALIASES.items())
         + ". Differences between kinds always use the cluster bootstrap (BCa with interval=bca).",
     )
+    version = serializers.CharField(
+        required=False, max_length=150,
+        help_text="An earlier codebook version of the study (NAME@VERSION or VERSION), after a codebook migration: "
+        "the matrices of the final labels as the migration found them, with that version's codes (cell too). "
+        "Default: the study's codebook now. parameters.codebook says which version the numbers use.",
+    )  # fmt: skip
+
+
+class CoverageQuerySerializer(serializers.Serializer):
+    version = serializers.CharField(
+        required=False, max_length=150,
+        help_text="An earlier codebook version of the study (NAME@VERSION or VERSION): hold-out coverage of the "
+        "final labels as a codebook migration found them. Default: the study's codebook now.",
+    )  # fmt: skip
 
 
 class AgreementQuerySerializer(serializers.Serializer):
@@ -223,8 +237,9 @@ class AnalysisDocumentSerializer(serializers.Serializer):
     study = StudyRefSerializer()
     parameters = serializers.DictField(
         help_text="bootstrap, seed, level, interval (the cell method), interval_name, interval_default, "
-        "interval_methods, difference_interval, min_clusters, resampling, block, cap, subsamples, codebook, "
-        "label_rule, label_coder"
+        "interval_methods, difference_interval, min_clusters, resampling, block, cap, subsamples, codebook (the "
+        "NAME@VERSION the numbers use), codebook_versions (every version the study used, the current one first), "
+        "codebook_current, version (the version asked for; null: the current one), label_rule, label_coder"
     )
     data = DataSnapshotSerializer()
     axes = serializers.DictField(help_text="stages and capabilities: lists of {code, name}, the matrix order.")

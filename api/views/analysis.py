@@ -18,12 +18,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.analysis.arrays import codebook_axes
 from annotate.analysis.bootstrap import over_threshold
 from annotate.analysis.coders import AGREEMENT_B, agreement_document
 from annotate.analysis.documents import analysis_document, coverage_document
-from annotate.analysis.params import ParameterError, parse_params
+from annotate.analysis.params import ParameterError
 from annotate.analysis.results import Shown, agreement_key, analysis_key, coverage_key, result_shown
+from annotate.analysis.versions import params_for, version_choice
 from annotate.models import ResultKind
 from api.permissions import StudyMember
 from api.serializers.analysis import (
@@ -31,6 +31,7 @@ from api.serializers.analysis import (
     AgreementQuerySerializer,
     AnalysisDocumentSerializer,
     CoverageDocumentSerializer,
+    CoverageQuerySerializer,
     MatrixQuerySerializer,
 )
 
@@ -55,7 +56,7 @@ class MatrixView(APIView):
         query.is_valid(raise_exception=True)
         study = request.study
         try:
-            params = parse_params(codebook_axes(study), **{k: request.query_params.get(k) for k in query.fields})
+            params, _, _ = params_for(study, {k: request.query_params.get(k) for k in query.fields})
         except ParameterError as exc:
             raise serializers.ValidationError(exc.errors) from exc
         shown = result_shown(study, ResultKind.ANALYSIS, analysis_key(params), lambda: analysis_document(study, params),
@@ -97,11 +98,19 @@ class CoverageView(APIView):
         summary="Hold-out coverage",
         description="The share of hold-out episodes coded to an existing type (the rest need a new type), with a "
         "Wilson interval; episodes without a usable label are counted under excluded.",
-        responses={200: CoverageDocumentSerializer, 409: NOT_YET},
+        parameters=[CoverageQuerySerializer],
+        responses={200: CoverageDocumentSerializer, 400: BAD, 409: NOT_YET},
     )
     def get(self, request: Request, slug: str) -> Response:
+        query = CoverageQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         study = request.study
-        shown = result_shown(study, ResultKind.COVERAGE, coverage_key(), lambda: coverage_document(study))
+        try:
+            version = version_choice(study, query.validated_data.get("version")).key
+        except ParameterError as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+        shown = result_shown(study, ResultKind.COVERAGE, coverage_key(version=version),
+                             lambda: coverage_document(study, version=version))  # fmt: skip
         return _answer(shown, "Start it from the study's coverage page (it runs as a job).")
 
 

@@ -144,6 +144,10 @@ class AnalysisRequestSerializer(serializers.Serializer):
         required=False,
         help_text=f"Cell-share interval (default {DEFAULT_CELL_METHOD}).",
     )
+    version = serializers.CharField(
+        required=False, allow_blank=True, max_length=150,
+        help_text="An earlier codebook version of the study (NAME@VERSION); default the current one.",
+    )  # fmt: skip
 
 
 class AnalysisStart(APIView):
@@ -160,17 +164,21 @@ class AnalysisStart(APIView):
         responses={202: JobSerializer, 400: OpenApiResponse(description="Field errors.")},
     )
     def post(self, request: Request, slug: str) -> Response:
-        from annotate.analysis.arrays import codebook_axes
-        from annotate.analysis.params import MAX_B, ParameterError, parse_params
+        from annotate.analysis.params import ParameterError
         from annotate.analysis.results import analysis_key
+        from annotate.analysis.versions import params_for
 
         serializer = AnalysisRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         params = {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
         try:  # the handler's own validation, run up front so a bad request is a 400, not a failed job
-            parsed = parse_params(codebook_axes(request.study), **params, max_bootstrap=MAX_B)
+            parsed, _, _ = params_for(request.study, params)
         except ParameterError as exc:
             raise serializers.ValidationError(exc.errors) from exc
+        if parsed.version:  # the job reads it as the canonical name@version
+            params["version"] = parsed.version
+        else:
+            params.pop("version", None)
         # Tagged with its result's key, so the pages and GET .../matrix/ show it as computing that result.
         job = job_start(kind="bootstrap", study=request.study, user=request.user,
                         params={**params, "result_key": analysis_key(parsed)})  # fmt: skip

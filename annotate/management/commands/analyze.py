@@ -2,11 +2,11 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.analysis.arrays import codebook_axes
 from annotate.analysis.cli import progress_bar, study_or_error
 from annotate.analysis.documents import analysis_document
-from annotate.analysis.params import ParameterError, parse_params
+from annotate.analysis.params import ParameterError
 from annotate.analysis.text import analysis_text
+from annotate.analysis.versions import params_for
 
 
 class Command(BaseCommand):
@@ -20,14 +20,19 @@ class Command(BaseCommand):
         parser.add_argument("--contrast", metavar="KIND_A-KIND_B", help="default: github_issue-literature")
         parser.add_argument("--cap", metavar="M", help="episodes per cluster in the cap check (default 5)")
         parser.add_argument("--bca", action="store_true", help="BCa instead of percentile intervals")
+        parser.add_argument(
+            "--codebook-version",
+            dest="version",
+            metavar="NAME@VERSION",
+            help="an earlier codebook version the study used (default: its codebook now)",
+        )
         parser.add_argument("--json", action="store_true", help="print the JSON document")
 
     def handle(self, *args, study, json: bool, bca: bool, **opts):
         s = study_or_error(study)
         try:
-            params = parse_params(
-                codebook_axes(s), bca=bca, **{k: opts[k] for k in ("bootstrap", "seed", "cell", "contrast", "cap")}
-            )
+            keys = ("bootstrap", "seed", "cell", "contrast", "cap", "version")
+            params, _, _ = params_for(s, {"bca": bca, **{k: opts[k] for k in keys}})
         except ParameterError as exc:
             raise CommandError(str(exc)) from exc
         with progress_bar(self.stderr, "bootstrap", "blocks") as progress:

@@ -29,9 +29,17 @@ class Command(BaseCommand):
                 path=Path(path), slug=study, owner=owner_user, coders_per_episode=coders_per_episode
             )
         except ValidationError as exc:
-            messages = exc.message_dict.get("file") or exc.messages
-            raise CommandError(f"{path}: {'; '.join(messages)}; nothing was written") from exc
+            raise CommandError(f"{path}: {'; '.join(_messages(exc))}; nothing was written") from exc
         self.stdout.write(
             f"study '{result.study.slug}': {result.rows} episodes, {result.codings} codings, "
             f"{result.adjudications} adjudications, {result.suggestions} suggestions"
         )
+
+
+def _messages(exc: ValidationError) -> list[str]:
+    """The file's errors as they are; a column's (label_stage, ...) prefixed by its name where it is not said."""
+    if not hasattr(exc, "error_dict"):
+        return exc.messages
+    return [
+        m if field == "file" or field in m else f"{field}: {m}" for field, ms in exc.message_dict.items() for m in ms
+    ]

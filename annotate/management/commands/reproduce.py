@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.analysis.cli import progress_bar
 from annotate.reports.reproduce import BundleError, bundle_reproduce
+from annotate.reports.tables import NOT_FROM_EXPORT
 
 
 def _unzipped(path: Path, tmp: str) -> Path:
@@ -41,7 +42,7 @@ class Command(BaseCommand):
             except BundleError as exc:
                 raise CommandError(str(exc)) from exc
         for key in result.not_compared:
-            self.stdout.write(f"not compared: table '{key}' (built from data the dataset export does not carry)")
+            self.stdout.write(f"not compared: table '{key}': {NOT_FROM_EXPORT[key]}")
         if result.identical:
             self.stdout.write(f"identical: {result.compared_cells} cells in {len(result.compared_tables)} tables "
                               "of report.html and tables.tex")  # fmt: skip

@@ -11,7 +11,12 @@ from django.core.exceptions import PermissionDenied
 from annotate.analysis.coders import agreement_document
 from annotate.coding.adjudication import AdjudicationValues, adjudication_save
 from annotate.coding.codebook_maps import MapError, codebook_map_validate
-from annotate.coding.codebook_moves import RevertRefused, codebook_migration_revert, codings_migrate
+from annotate.coding.codebook_moves import (
+    RevertRefused,
+    codebook_migration_revert,
+    codings_migrate,
+    readjudications,
+)
 from annotate.coding.labels import Reason, final_labels
 from annotate.coding.queue import episode_next
 from annotate.coding.services import CodingValues, coding_save
@@ -319,12 +324,15 @@ def test_it_accepts_a_map_file_through_the_command(study, codebook, coded, alice
 def test_an_export_of_a_migrated_study_loads_back_with_its_queued_codings(study, codebook, coded, alice, tmp_path, fmt):
     from annotate.exports.datasets import dataset_import, export_write
 
-    coded["adjudicated"].delete()  # an adjudication awaiting a new decision does not round-trip (see the note)
     _migrate(study, revised_codebook(codebook), alice)
     study = Study.objects.get(pk=study.pk)
     out = tmp_path / f"alpha.{fmt}"
     export_write(study=study, fmt=fmt, out=out)
     loaded = dataset_import(path=out, slug="beta", owner=alice)
+    again = tmp_path / f"beta.{fmt}"
+    export_write(study=Study.objects.get(pk=loaded.study.pk), fmt=fmt, out=again)
+    # Exported again, the loaded study gives the same rows (its own episode ids and slug aside).
+    assert _export_rows(again, loaded.study.slug) == _export_rows(out, study.slug)
 
     def state(s):
         rows = Coding.objects.filter(episode__study=s).select_related(
@@ -339,7 +347,37 @@ def test_an_export_of_a_migrated_study_loads_back_with_its_queued_codings(study,
     assert state(loaded.study) == state(study)
     assert ("acme/agent#3", "", "TUS-03", "TUS-03") in state(loaded.study)
     queued = Coding.objects.filter(episode__study=loaded.study, recode_from__isnull=False)
-    assert queued.count() == 3 and {c.recode_from.codebook_id for c in queued} == {codebook.pk}
+    assert queued.count() == 4 and {c.recode_from.codebook_id for c in queued} == {codebook.pk}
+    # The adjudication whose type (TUS-03) was split loads still awaiting a new decision, with the earlier
+    # decision on it: the old type (of the earlier version), its axes and rationale; not as a final label.
+    pending = Adjudication.objects.get(episode__study=loaded.study)
+    assert (pending.failure_type_id, pending.recode_from.code, pending.recode_from.codebook_id) == (
+        None, "TUS-03", codebook.pk
+    )  # fmt: skip
+    assert pending.failure_type_original == "TUS-03" and pending.rationale == "TUS fits"
+    assert pending.stage.code == "iterative_execution" and pending.stage.codebook_id == loaded.study.codebook_id
+    assert [a.pk for a in readjudications(loaded.study)] == [pending.pk]
+    # Its history reads as the exported study's: the earlier decision first, then waiting after the move.
+    first, last = pending.history.order_by("history_date", "history_id")
+    assert (first.failure_type.code, first.failure_type.codebook_id, first.recode_from_id) == ("TUS-03", codebook.pk,
+                                                                                               None)  # fmt: skip
+    assert (last.history_type, last.failure_type_id, last.recode_from_id) == ("~", None, pending.recode_from_id)
+    assert "before a codebook migration" in first.history_change_reason and "awaiting" in last.history_change_reason
+    labels = {e.document.title: label.reason for e, label in final_labels(loaded.study)}
+    assert labels["adjudicated"] == Reason.READJUDICATE and labels["split"] == Reason.RECODE
+    # The queued codings are offered to their coders again (the study is marked as recoding).
+    assert Study.objects.get(pk=loaded.study.pk).recoding
+
+
+def _export_rows(path, slug):
+    from annotate.exports.datasets import dataset_rows
+
+    rows = []
+    for row in dataset_rows(path):
+        row.pop("episode_id", None)  # the CSV reader leaves it out
+        assert row.pop("study") == slug
+        rows.append(row)
+    return rows
 
 
 def test_the_queue_stops_looking_for_queued_codings_once_all_are_coded_again(study, codebook, coded, alice, bob):
@@ -369,3 +407,25 @@ def test_the_preview_counts_what_the_move_then_does_and_writes_nothing(study, co
     preview = codings_move_preview(study=study, to_codebook=target, moves=moves)
     assert _snapshot(study) == before and not CodebookMigration.objects.exists()
     assert preview == codings_migrate(study=study, to_codebook=target, moves=moves, user=alice).counts
+
+
+def test_a_waiting_adjudication_without_its_earlier_type_is_refused(study, codebook, coded, alice, tmp_path):
+    """An export made before adjudication_failure_type_original was written cannot say what the waiting
+    adjudication decided: refused, naming the column and the row, and nothing written."""
+    from django.core.exceptions import ValidationError
+
+    from annotate.exports.datasets import dataset_import, export_write
+
+    _migrate(study, revised_codebook(codebook), alice)
+    out = tmp_path / "alpha.jsonl"
+    export_write(study=Study.objects.get(pk=study.pk), fmt="jsonl", out=out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in rows:
+        row.pop("adjudication_failure_type_original")
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValidationError) as caught:
+        dataset_import(path=old, slug="beta", owner=alice, coders_per_episode=2)
+    [message] = caught.value.message_dict["adjudication_failure_type_original"]
+    assert "awaits a new decision" in message and "(acme/agent#" in message
+    assert not Study.objects.filter(slug="beta").exists()

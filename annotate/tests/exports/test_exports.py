@@ -226,6 +226,40 @@ def test_a_label_column_that_its_codings_contradict_is_refused(demo, tmp_path):
     assert not Study.objects.filter(slug="demo").exists()
 
 
+@pytest.mark.parametrize("column", ["label_failure_type", "label_not_a_failure", "label_needs_new_type"])
+def test_an_adjudicated_row_whose_label_its_adjudication_codes_contradict_is_refused_by_that_column(
+    demo, tmp_path, column
+):
+    """The import reads an adjudicated row's label from its adjudication_* codes; a label_* column (the two
+    flags too) saying otherwise is a field error named by the column, and nothing is written."""
+    from django.core.exceptions import ValidationError
+
+    from annotate.exports.datasets import dataset_import
+
+    path = tmp_path / "demo.jsonl"
+    call_command("export", "--study", "demo", "--format", "jsonl", "--out", str(path), stdout=io.StringIO())
+    _wipe_study("demo")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    n, row = next(
+        (n, r) for n, r in enumerate(rows, 1) if r["label_status"] == "adjudicated" and r["adjudication_failure_type"]
+    )
+    assert row[column] == row[column.replace("label_", "adjudication_")]  # as exported, they agree
+    row[column] = (
+        "SPC-01"
+        if column == "label_failure_type" and row[column] != "SPC-01"
+        else ("PLN-01" if column == "label_failure_type" else not row[column])
+    )
+    bad = tmp_path / "edited.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValidationError) as caught:
+        dataset_import(path=bad)
+    assert list(caught.value.message_dict) == [column]
+    assert caught.value.message_dict[column][0].startswith(f"row {n} ({row['external_id']}): {column} says ")
+    assert not Study.objects.filter(slug="demo").exists() and not Coding.objects.exists()
+    with pytest.raises(CommandError, match=rf"row {n} .*{column} says .*nothing was written"):
+        call_command("import_dataset", str(bad), stdout=io.StringIO())
+
+
 def test_the_api_streams_jsonl_and_csv_in_a_fixed_number_of_queries(demo, client):
     from django.contrib.auth import get_user_model
 

@@ -59,6 +59,21 @@ def test_it_tabulates_suggestions_exposure_and_attribution_where_the_study_has_t
     a = attribution_table(data)
     assert a.rows[0][:2] == ("coder-1", "80.0% [38.0, 96.0] (4/5)")
     assert not (s.from_export or x.from_export or a.from_export)
+    # Each says precisely why reproduce cannot recompute it, in the report and in reproduce's output.
+    assert "ranked candidates that top-3 accuracy needs" in s.not_verified_because
+    assert "no exposure records" in x.not_verified_because and "no trace attribution" in a.not_verified_because
+    from django.template.loader import render_to_string
+
+    from annotate.reports.tables import Table
+
+    matrix = Table("matrix-x", "X", ("Stage", "A"), (("Setup", "1"),))
+    html = render_to_string("annotate/report/report.html", {
+        "tables": [matrix, s, x], "study": {"name": "S", "slug": "s"}, "figures": [], "methods": "", "provenance": {},
+        "verified": "Table 1", "not_verified": [(2, s), (3, x)],
+    })  # fmt: skip
+    assert "compares every cell of Table 1 in report.html" in html
+    assert f"Table 2 ({s.title}) is not verified: {s.not_verified_because}." in html.replace("&#x27;", "'")
+    assert html.count("Not verified by <code>reproduce</code>") == 2
     assert suggestions_table({"suggestions": None}) is None and exposure_table({"exposure": None}) is None
 
 

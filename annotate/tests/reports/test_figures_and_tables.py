@@ -100,5 +100,56 @@ def test_the_tables_name_the_demo_numbers(data):
     assert adjudication["Adjudicated"] == "2" and adjudication["Episodes"] == "82"
     cov = tables["coverage"].rows[-1]
     assert cov[:5] == ("All hold-out", "2", "0", "2", "100.0%")
-    assert tables["agreement"].header[3:] == ("Fleiss' κ", "Krippendorff's α", "Gwet's AC1")
+    assert tables["agreement"].header[3:-1] == ("Fleiss' κ", "Krippendorff's α", "Gwet's AC1")
     assert "suggestions" not in tables and "exposure" not in tables  # the demo has neither
+
+
+def test_one_sided_bounds_have_their_own_column_in_html_tex_and_csv(data):
+    """A collapsed interval's one-sided lower bound is never written inline as if it were an interval: the
+    statistic is marked ‡ and the bound is in the row's last column (as on the agreement page)."""
+    from annotate.reports.tables import BOUND_COLUMN, ONE_SIDED
+
+    tables = {t.key: t for t in report_tables(data)}
+    for key in ("agreement", "agreement-pairs"):
+        t = tables[key]
+        assert t.header[-1] == BOUND_COLUMN
+        for row in t.rows:
+            assert not any("≥" in cell or "one-sided" in cell for cell in row[:-1]), row
+    axes = {a["axis"]: a for a in data["agreement"]["axes"]}
+    rows = {r[0]: r for r in tables["agreement"].rows}
+    category = axes["category"]["fleiss_kappa"]
+    assert category["one_sided"]  # the demo's categories agree perfectly: their intervals collapse
+    assert rows["Category"][3] == f"{category['value']:.3f} {ONE_SIDED}"
+    assert f"κ ≥ {category['ci_low']:.3f}" in rows["Category"][-1].split(";\n")
+    two_sided = axes["failure_type"]["fleiss_kappa"]
+    assert not two_sided["one_sided"] and rows["Failure type"][-1] == "–"
+    assert (
+        rows["Failure type"][3] == f"{two_sided['value']:.3f}\n[{two_sided['ci_low']:.3f}, {two_sided['ci_high']:.3f}]"
+    )
+    csv_rows = table_csv(tables["agreement"]).splitlines()
+    assert csv_rows[0].endswith(",One-sided lower bound") and "κ ≥ " in next(r for r in csv_rows if "Category" in r)
+    tex = read_tex_tables(tables_tex(list(tables.values()), title="Demo"))["agreement"]
+    assert tex.header[-1] == "One-sided lower bound" and r"\ddag{}" in {r[0]: r for r in tex.rows}["Category"][3]
+
+
+def test_the_pdf_layout_check_catches_text_past_the_page_and_text_over_text():
+    from annotate.reports.bundle import pdf_layout_problems
+
+    page = "<style>@page { size: A4; margin: 20mm }</style>"
+    assert pdf_layout_problems(f"{page}<table><tr><td>{'x' * 30} {'y' * 30}</td></tr></table>") == []
+    wide = pdf_layout_problems(f"{page}<table><tr><td>{'x' * 200}</td><td>after</td></tr></table>")
+    assert any("runs past the page's content box" in p for p in wide)
+    over = pdf_layout_problems(f'{page}<p>first words</p><p style="margin-top: -1.2em">second words</p>')
+    assert any("overlap" in p for p in over)
+
+
+def test_the_reports_tables_fit_the_pdf_page(data):
+    """Every table of the report, the agreement tables' bound column included, laid out as report.pdf lays it
+    out: no text past the page, none over other text."""
+    from django.template.loader import render_to_string
+
+    from annotate.reports.bundle import pdf_layout_problems
+
+    html = render_to_string("annotate/report/report.html", {"tables": report_tables(data), "study": data["study"],
+                                                           "figures": [], "methods": "", "provenance": {}})  # fmt: skip
+    assert pdf_layout_problems(html) == []

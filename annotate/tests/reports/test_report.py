@@ -87,6 +87,10 @@ def test_it_writes_the_bundle_reproduce_recomputes_it_and_names_a_changed_label(
     assert prov["parameters"]["bootstrap"] == int(B) and prov["seeds"]["analysis"] == 0
     assert prov["software"]["version"] == "0.1.0" and re.fullmatch(r"[0-9a-f]{40}", prov["software"]["commit"])
     assert prov["generated_at"] and "report.pdf" in prov["files"] and "export/demo.jsonl" in prov["files"]
+    # The report says which tables reproduce verifies: here all of them (the demo has no suggestions, exposure
+    # experiment or traces).
+    assert prov["verification"] == {"compared": list(tables), "not_compared": {}}
+    assert f"compares every cell of {', '.join(f'Table {n}' for n in range(1, len(tables) + 1))} in" in html
     # The final labels' hash is the export's: a reader recomputes it from the bundle alone.
     assert labels_sha256(out / "export" / "demo.jsonl") == (prov["labels"]["sha256"], Episode.objects.count())
 
