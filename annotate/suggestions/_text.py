@@ -82,7 +82,8 @@ _TRACE_LINE = re.compile(
 _LOG_LINE = re.compile(
     r"^\s*(?:>\s*)*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[?\d\d:\d\d:\d\d|\[?(?:INFO|DEBUG|TRACE|WARN(?:ING)?|"
     r"ERROR|FATAL|CRITICAL)\b\]?|\|\s*(?:INFO|DEBUG|WARNING|ERROR)\s*\||"
-    r"(?i:\[(?:info|debug|error|warn|warning)\])|\[[\w/:.\- ]+\]\s*\[|Traceback \(most recent call last\)|"
+    r"(?i:\[(?:info|debug|error|warn|warning)\])|[\u2713\u2714\u2717\u2718\u276f\u279c$%]\s|\|.*\|\s*$|"
+    r"\[[\w/:.\- ]+\]\s*\[|Traceback \(most recent call last\)|"
     r"File \"[^\"]+\", line \d+|at [\w.$<>]+\(|raise \w|\^{3,}|[\w.]*(?:Error|Exception|Warning)(?:\([^)]*\))?:\s)"
 )
 # A line of source code (not of its output): quoted, it would be the reporter's program, not a claim.
@@ -281,7 +282,13 @@ def claim_spans(text: str) -> list[Span]:
             flush()
         if kind in (CODE, LOG):
             s = line.strip()
-            if len(_WORD.findall(s)) >= 2 and len(s) <= MAX_CLAIM_CHARS and (kind == LOG or is_log_line(s)):
+            table = s.startswith("|")  # a table row: a field of a table, not a line of output
+            if (
+                len(_WORD.findall(s)) >= 2
+                and len(s) <= MAX_CLAIM_CHARS
+                and not table
+                and (kind == LOG or is_log_line(s))
+            ):
                 lead = len(line) - len(line.lstrip())
                 spans.append(Span(start + lead, start + lead + len(s), True))
         elif kind == PROSE:

@@ -75,6 +75,8 @@ DECLINED_LANGUAGE = "the text is in a language the local model does not read"
 MAX_EVIDENCE_CHARS = 300
 # Words that match across unrelated reports ("exceeded", "error", "agent") name no indicator alone.
 MIN_INDICATOR_WORDS = 2
+# A log line's support counts half a sentence's: quotes are the reporter's words when they say it.
+LOG_QUOTE_WEIGHT = 0.5
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -230,17 +232,21 @@ class LocalSuggester:
         best = np.argmax(score, axis=2)
         return [[codes[v] for v in row] for row in best]
 
-    def _evidence(self, text: str, claims: list[tuple[str, frozenset[str]]], j: int) -> tuple[str, list]:
-        """The claim that best supports type j, and the indicators it matches ((indicator, words) pairs)."""
+    def _evidence(self, text: str, claims: list[tuple[str, frozenset[str], bool]], j: int) -> tuple[str, list]:
+        """The claim that best supports type j, and the indicators it matches ((indicator, words) pairs).
+
+        The reporter's own sentences come before log lines: a log line is quoted only when it
+        supports the type clearly better than every sentence.
+        """
         best, best_score, best_why = "", 0.0, []
         type_words = set(_TOKEN.findall(_type_document(self.spec.types[j]).lower())) - self.index.stop
-        for claim, words in claims:
+        for claim, words, log in claims:
             why = [
                 (ind, sorted(toks & words))
                 for ind, toks in self.index.indicator_tokens[j]
                 if len(toks & words) >= min(MIN_INDICATOR_WORDS, len(toks))
             ]
-            score = 2.0 * len(why) + len(words & type_words) / (3 + len(words))
+            score = (2.0 * len(why) + len(words & type_words) / (3 + len(words))) * (LOG_QUOTE_WEIGHT if log else 1.0)
             if score > best_score:
                 best, best_score, best_why = claim, score, why
         return best, best_why
@@ -286,14 +292,14 @@ class LocalSuggester:
         return out
 
 
-def _claims(text: str) -> list[tuple[str, frozenset[str]]]:
-    """The text's claims (annotate.suggestions._text) with their lower-cased word sets."""
+def _claims(text: str) -> list[tuple[str, frozenset[str], bool]]:
+    """The text's claims (annotate.suggestions._text), their lower-cased word sets, and whether each is a log line."""
     out = []
     for span in claim_spans(text[:MAX_TEXT_CHARS])[:400]:
         claim = text[span.start : span.end][:MAX_EVIDENCE_CHARS]
         if span.end - span.start > MAX_EVIDENCE_CHARS:
             continue  # a cut claim could end inside a word
-        out.append((claim, frozenset(_TOKEN.findall(claim.lower()))))
+        out.append((claim, frozenset(_TOKEN.findall(claim.lower())), span.code))
     return out
 
 
