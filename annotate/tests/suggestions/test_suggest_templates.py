@@ -1,0 +1,140 @@
+"""Issue forms of six real projects: the scaffolding is read as nothing, and never quoted (issue 30, point 2)."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from annotate.suggestions._text import claim_spans, clean_report, is_claim, strip_template
+from annotate.suggestions.base import codebook_spec_from_data
+from annotate.suggestions.local import LocalSuggester
+from annotate.tests.factories.issue_templates import SCAFFOLDING, TEMPLATED_REPORTS
+
+IDS = [project for project, *_ in TEMPLATED_REPORTS]
+
+
+@cache
+def _suggester() -> LocalSuggester:
+    path = Path(settings.BASE_DIR) / "fixtures" / "codebook-v1.json"
+    return LocalSuggester(codebook_spec_from_data(json.loads(path.read_text(encoding="utf-8"))))
+
+
+@cache
+def _answers():
+    titles = [title for _, title, *_ in TEMPLATED_REPORTS]
+    texts = [plain for *_, plain, _ in TEMPLATED_REPORTS] + [tpl for *_, tpl in TEMPLATED_REPORTS]
+    answers = _suggester().suggest_texts(texts, None, titles + titles)
+    n = len(TEMPLATED_REPORTS)
+    return answers[:n], answers[n:]
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+@pytest.mark.parametrize("case", TEMPLATED_REPORTS, ids=IDS)
+def test_the_form_is_read_as_nothing_the_report_as_written(case):
+    """What the model reads of the filled-in form is exactly what it reads of the report alone."""
+    _, _, plain, templated = case
+    assert _lines(clean_report(templated)) == _lines(clean_report(plain))
+    cleaned = clean_report(templated)
+    for piece in SCAFFOLDING:
+        assert piece not in cleaned, piece
+
+
+@pytest.mark.parametrize("case", TEMPLATED_REPORTS, ids=IDS)
+def test_the_reporters_prose_is_kept_and_nothing_else(case):
+    _, _, plain, templated = case
+    prose = strip_template(templated)
+    assert "```" not in prose and "Error:" not in prose and "Exception" not in prose  # logs are not prose
+    for line in _lines(strip_template(plain)):
+        assert line in prose
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_wrapping_a_report_in_its_projects_form_keeps_the_type_ranking(rank):
+    plain, templated = _answers()
+    for (project, *_), a, b in zip(TEMPLATED_REPORTS, plain, templated, strict=True):
+        assert a.candidates[rank].failure_type == b.candidates[rank].failure_type, project
+        assert a.candidates[rank].confidence == pytest.approx(b.candidates[rank].confidence, abs=1e-6), project
+
+
+def _cut(text: str, quote: str) -> bool:
+    at = text.index(quote)
+    end = at + len(quote)
+    return (at > 0 and text[at - 1].isalnum() and quote[0].isalnum()) or (
+        end < len(text) and text[end].isalnum() and quote[-1].isalnum()
+    )
+
+
+def test_every_quote_is_the_reporters_own_words_whole_never_the_form():
+    _, templated = _answers()
+    quotes = 0
+    for (project, _, plain, text), answer in zip(TEMPLATED_REPORTS, templated, strict=True):
+        form_lines = set(_lines(text)) - set(_lines(plain))
+        assert answer.candidates[0].evidence, project  # the top candidate is supported by a quote
+        for c in answer.candidates:
+            if not c.evidence:
+                continue
+            quotes += 1
+            assert c.evidence in plain, (project, c.evidence)  # words of the report, not of the form
+            assert is_claim(text, c.evidence) and not _cut(text, c.evidence), (project, c.evidence)
+            assert not any(c.evidence in line or line in c.evidence for line in form_lines), (project, c.evidence)
+            assert not re.match(r"\s*(#|[-*]\s*\[|\*\*|[\w ]{1,30}:\s*$)", c.evidence), (project, c.evidence)
+    assert quotes >= 2 * len(TEMPLATED_REPORTS)
+
+
+@pytest.mark.parametrize("case", TEMPLATED_REPORTS, ids=IDS)
+def test_no_claim_of_a_form_is_a_form_line_or_a_piece_of_a_word(case):
+    _, _, plain, templated = case
+    form_lines = set(_lines(templated)) - set(_lines(plain))
+    spans = claim_spans(templated)
+    assert spans
+    for s in spans:
+        quote = templated[s.start : s.end]
+        assert quote.strip() == quote and not _cut(templated, quote), quote
+        assert not any(quote in line for line in form_lines), quote
+        assert not any(piece in quote for piece in SCAFFOLDING), quote
+
+
+def test_a_label_opening_a_line_is_left_out_of_the_quote_and_a_long_sentence_is_quoted_by_clauses():
+    text = (
+        "**Expected behavior:** the agent stops after the first failed tool call.\n\n"
+        + "The planner keeps asking the search tool for the same page, "
+        + ", ".join(f"then page {n} of the results" for n in range(2, 30))
+        + ", and never answers the user.\n"
+    )
+    quotes = [text[s.start : s.end] for s in claim_spans(text)]
+    assert "the agent stops after the first failed tool call." in quotes
+    assert not any("Expected" in q for q in quotes)
+    assert "The planner keeps asking the search tool for the same page" in quotes
+    assert "and never answers the user." in quotes
+    assert all(len(q) <= 300 and not _cut(text, q) for q in quotes)
+
+
+def test_pasted_source_config_tables_and_pictures_are_never_quoted():
+    text = (
+        "The agent ignores the network setting below and every curl in the sandbox is blocked.\n"
+        "[permissions.network]\n"
+        "allow_local_binding = true\n"
+        "agent = Agent(model=model, tools=[search])\n"
+        "| tool | result | calls |\n"
+        '![screenshot of the blocked call](https://example.com/a.png) <img width="400" src="x.png">\n'
+        "```python\n"
+        "def run(agent):\n"
+        "    return agent.invoke({'input': 'fetch the page'})\n"
+        "```\n"
+        "```\n"
+        "curl: (7) Failed to connect to example.com port 443: Connection refused\n"
+        "```\n"
+    )
+    quotes = [text[s.start : s.end] for s in claim_spans(text)]
+    assert quotes == [
+        "The agent ignores the network setting below and every curl in the sandbox is blocked.",
+        "curl: (7) Failed to connect to example.com port 443: Connection refused",
+    ]
