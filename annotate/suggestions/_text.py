@@ -22,6 +22,8 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from annotate.suggestions._lang import LANGUAGE_CAP, cjk_covered, cjk_readings, detect_language, is_cjk
+
 _FENCE = re.compile(r"^(```|~~~)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
@@ -342,8 +344,11 @@ _LETTER = re.compile(r"[^\W\d_]", re.U)
 
 
 def language_covered(text: str) -> bool:
-    """True when the prose outside code is mostly Latin-script letters (or there is hardly any prose)."""
+    """True when the prose outside code is mostly Latin-script letters (or there is hardly any prose), or is
+    Chinese or Japanese whose failure vocabulary the lexicon of annotate.suggestions._lang reads well enough."""
     prose = strip_template(text)
+    if is_cjk(detect_language(prose)):
+        return cjk_covered(prose)
     letters = _LETTER.findall(prose)
     if len(letters) < 20:
         return True
@@ -514,14 +519,6 @@ for _english, _words in (row.split(":", 1) for row in _GLOSSARY_ROWS.strip().spl
             GLOSSARY.setdefault(_word, _english)
 _STEM_LENGTHS = sorted({len(s) for s in _GLOSS_STEMS}, reverse=True)
 _GLOSS_WORD = re.compile(r"\b\w+\b", re.U)
-# The commonest words of English prose: their share tells an English report from a translated one.
-_ENGLISH_FUNCTION_WORDS = frozenset(
-    re.findall(
-        r"\S+",
-        "the and is are was were to of in it its with that this for not but when on at by from has have had "
-        "does did be been will would should can could which there they we our it's i my",
-    )
-)
 
 
 def fold(text: str) -> str:
@@ -530,12 +527,13 @@ def fold(text: str) -> str:
 
 
 def reads_as_english(text: str) -> bool:
-    """Whether the prose outside code blocks reads as English (common English function words are frequent)."""
-    prose = strip_template(text)
-    words = _WORD.findall(prose.lower())
-    if len(words) < 8:
-        return True
-    return sum(w in _ENGLISH_FUNCTION_WORDS for w in words) / len(words) >= 0.12
+    """Whether the report's own prose (no template, no code) reads as English (annotate.suggestions._lang)."""
+    return detect_language(strip_template(text)) == "en"
+
+
+def language_cap(text: str) -> float:
+    """The highest top-1 confidence a text may get: 1 in English, `LANGUAGE_CAP` (under the floor) otherwise."""
+    return 1.0 if reads_as_english(text) else LANGUAGE_CAP
 
 
 def _english_reading(word: str) -> str | None:
@@ -555,7 +553,11 @@ def gloss(text: str) -> str:
         english = _english_reading(m.group(0))
         return f"{m.group(0)} {english}" if english else m.group(0)
 
-    return _GLOSS_WORD.sub(read, text)
+    out, at = [], 0
+    for _start, end, english in cjk_readings(text):  # Chinese and Japanese: readings after lexicon words
+        out += [text[at:end], f" {english} "]
+        at = end
+    return _GLOSS_WORD.sub(read, "".join(out) + text[at:])
 
 
 def english_rendering(text: str, known: frozenset[str]) -> str:
@@ -565,12 +567,14 @@ def english_rendering(text: str, known: frozenset[str]) -> str:
     Read in the codebook's word space this forms English phrases ("repite la misma llamada" reads
     "repeated call"), which the glossed text, with the original words in between, does not.
     """
-    out = []
+    found = [(start, english) for start, _, english in cjk_readings(text)]
     for m in _GLOSS_WORD.finditer(text):
         word = m.group(0)
+        if _CJK_CHAR.search(word):
+            continue  # read through the lexicon above
         english = _english_reading(word)
         if english:
-            out.append(english)
+            found.append((m.start(), english))
         elif word.lower() in known:
-            out.append(word)
-    return " ".join(out)
+            found.append((m.start(), word))
+    return " ".join(word for _, word in sorted(found))

@@ -72,6 +72,7 @@ from annotate.suggestions.local_model import (
 LOCAL_VERSION = "local-5"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
 DECLINED_LANGUAGE = "the text is in a language the local model does not read"
+READ_THROUGH_LEXICON = "not in English: read through a word list, so the confidence is kept under the floor"
 MAX_EVIDENCE_CHARS = 300
 # Words that match across unrelated reports ("exceeded", "error", "agent") name no indicator alone.
 MIN_INDICATOR_WORDS = 2
@@ -194,6 +195,7 @@ class LocalSuggester:
         r = readings(self.index, texts, titles)
         p_type, p_naf, p_axes, neighbours = self._distributions(r, texts, titles, episode_ids, clusters, kinds)
         top = np.argsort(-p_type, axis=1, kind="stable")[:, :MAX_CANDIDATES]
+        scale = _language_scale(p_type, top, r.caps)
         picks = {axis: self._axis_picks(axis, top, p_axes, r.X) for axis in AXES}
         answers = []
         for i in range(n):
@@ -210,13 +212,14 @@ class LocalSuggester:
                         source=picks["source"][i][rank],
                         stage=picks["stage"][i][rank],
                         capability=picks["capability"][i][rank],
-                        confidence=round(float(p_type[i, j]), 4),
+                        confidence=round(float(p_type[i, j] * scale[i]), 4),
                         rationale=self._rationale(i, j, r.X, why, neighbours[i], texts[i], titles[i]),
                         evidence=evidence,
                     )
                 )
             naf = bool(p_naf[i] > p_type[i, top[i][0]])
-            answers.append(Answer(not_a_failure=naf, candidates=tuple(cands)))
+            notes = (READ_THROUGH_LEXICON,) if r.caps is not None and r.caps[i] < 1 else ()
+            answers.append(Answer(not_a_failure=naf, candidates=tuple(cands), notes=notes))
         return answers
 
     def _axis_picks(self, axis: str, top: np.ndarray, p_axes, X) -> list[list[str]]:
@@ -290,6 +293,14 @@ class LocalSuggester:
                 continue
             out.append(term)
         return out
+
+
+def _language_scale(p_type: np.ndarray, top: np.ndarray, caps: np.ndarray | None) -> np.ndarray:
+    """Per text, the factor that brings its top-1 confidence down to its language cap (ranking unchanged)."""
+    if caps is None:
+        return np.ones(len(p_type))
+    top1 = p_type[np.arange(len(p_type)), top[:, 0]]
+    return np.minimum(1.0, caps / np.maximum(top1, 1e-12))
 
 
 def _claims(text: str) -> list[tuple[str, frozenset[str], bool]]:

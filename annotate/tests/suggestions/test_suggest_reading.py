@@ -26,6 +26,7 @@ from annotate.suggestions.local import DECLINED_LANGUAGE, LocalSuggester
 from annotate.suggestions.services import suggestions_make
 from annotate.tests.factories.report_texts import (
     CHINESE,
+    KOREAN,
     MAX_ITERATIONS,
     PAIRS,
     RATE_EN,
@@ -205,13 +206,18 @@ def test_other_languages_are_read_with_their_english_rendering_and_english_as_wr
 
 
 def test_a_language_the_model_does_not_read_is_declined_not_forced_into_the_first_types(suggester):
-    assert not language_covered(CHINESE) and language_covered(PAIRS["loop"][3])
-    answer = suggester.suggest_texts([CHINESE], None, ["代理陷入循环"])[0]
+    assert not language_covered(KOREAN) and language_covered(PAIRS["loop"][3]) and language_covered(CHINESE)
+    answer = suggester.suggest_texts([KOREAN], None, ["에이전트가 반복 호출에 갇힘"])[0]
     assert answer.abstain_reason == DECLINED_LANGUAGE and answer.candidates == () and not answer.error
 
 
+def test_chinese_is_read_through_the_lexicon_and_kept_under_the_floor(suggester):
+    answer = suggester.suggest_texts([CHINESE], None, ["代理陷入循环"])[0]
+    assert answer.candidates[0].failure_type == "CTL-01" and answer.candidates[0].confidence < 0.3
+
+
 def test_a_declined_suggestion_is_stored_without_codes_and_without_an_error(study, make_episode):
-    ep = make_episode(study, title="代理陷入循环", body=CHINESE)
+    ep = make_episode(study, title="에이전트가 반복 호출에 갇힘", body=KOREAN)
     result = suggestions_make(study=study, backend="local")
     s = Suggestion.objects.get(episode=ep)
     assert result["suggested"] == 1 and s.error == "" and s.abstain_reason == DECLINED_LANGUAGE
