@@ -57,7 +57,7 @@ _META_HEADING = re.compile(
     re.I,
 )
 # A template label: a short line that only names a section ("**Describe the bug**", "Steps to reproduce:").
-_LABEL = re.compile(r"^\s*(?:\*\*|__)?[\w ()/'&?,.-]{1,60}?(?:\*\*|__)?\s*[:\uff1a]?\s*(?:\*\*|__)?\s*$")
+_LABEL = re.compile(r"^\s*(?:\*\*|__)?[\w ()/'&?-]{1,60}?(?:\*\*|__)?\s*[:\uff1a]?\s*(?:\*\*|__)?\s*$")
 # A label that opens a line of report ("**Expected behavior:** the agent stops"): the quote starts after it.
 _INLINE_LABEL = re.compile(r"^(?:\*\*|__)?[A-Za-z][\w /()-]{0,30}?(?:\*\*|__)?\s*[:\uff1a]\s*(?:\*\*|__)?\s*")
 # The template's own sentences, left in when a reporter types under them or leaves a placeholder.
@@ -82,22 +82,25 @@ _TRACE_LINE = re.compile(
 )
 # A log or traceback line pasted without a fence: a timestamp, a level, a frame, an exception line.
 _LOG_LINE = re.compile(
-    r"^\s*(?:>\s*)*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[?\d\d:\d\d:\d\d|\[?(?:INFO|DEBUG|TRACE|WARN(?:ING)?|"
+    r"^\s*(?:>\s*)*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[?\d\d[./-]\d\d[./-]\d\d(?:\d\d)?[ T,]+\d\d:\d\d|[{]|\[\{|"
+    r"\[?\d\d:\d\d:\d\d|\[?(?:INFO|DEBUG|TRACE|WARN(?:ING)?|"
     r"ERROR|FATAL|CRITICAL)\b\]?|\|\s*(?:INFO|DEBUG|WARNING|ERROR)\s*\||"
     r"(?i:\[(?:info|debug|error|warn|warning)\])|[\u2713\u2714\u2717\u2718\u276f\u279c$%]\s|\|.*\|\s*$|"
     r"\[[\w/:.\- ]+\]\s*\[|Traceback \(most recent call last\)|"
     r"File \"[^\"]+\", line \d+|at [\w.$<>]+\(|raise \w|\^{3,}|[\w.]*(?:Error|Exception|Warning)(?:\([^)]*\))?:\s)"
 )
+_FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
 # A line of source code (not of its output): quoted, it would be the reporter's program, not a claim.
 _SOURCE_LINE = re.compile(
     r"^\s*(?:(?:def|class|import|from\s+[\w.]+\s+import|return|if|elif|else|for|while|with|try|except|finally|"
     r"async|await|const|let|var|function|export|print|pip|npm|uv|python|cd|git|docker|curl)\b|#|//|/\*|@\w|"
-    r"[})\]]|\[[\w.\-]+\]\s*$|[\w.\[\]'\"]+\s*[+\-*/]?=[^=]|[\w.]+\s*\()|[:{(,\[\\]\s*$"
+    r"[})\]]|\[[\w.\-]+\]\s*$|<[^>]+>\s*$|[\w.\[\]'\"]+\s*[+\-*/]?=[^=]|[\w.]+\s*\()|[:{(,\[\\]\s*$"
 )
 # Source or configuration pasted without a fence: statements, assignments, "[section]" headers.
 _UNFENCED_SOURCE = re.compile(
     r"^\s*(?:(?:def|class|async def|import|from\s+[\w.]+\s+import|return|const|let|var|function|export)\s|"
-    r"\[[\w.\-]+\]\s*$|[.~]?[\\/][\w.\\/\-]+\s*$|[\w.\[\]'\"]+\s*[+\-*/]?=\s*\S|[\w.]+\([^)]*\)\s*;?\s*$|[})\]]+[;,]?\s*$)"
+    r"(?:for|while|if|elif|with|try|except|async for|async with)\b[^.!?]*:\s*$|"
+    r"\[[\w.\-]+\]\s*$|</?[\w:-]+[^>]*>\s*$|[.~]?[\\/][\w.\\/\-]+\s*$|[\w.\[\]'\"]+\s*[+\-*/]?=\s*\S|[\w.]+\([^)]*\)\s*;?\s*$|[})\]]+[;,]?\s*$)"
 )
 _WORD = re.compile(r"\w+", re.U)
 MIN_CLAIM_WORDS = 4
@@ -116,7 +119,7 @@ class Span:
 
 def _is_label(line: str) -> bool:
     s = line.strip().lstrip(">").strip()
-    if not s or len(s.split()) > 8 or (re.search(r"[.!`]\s*$", s.rstrip("*_: ")) and not s.endswith(":")):
+    if not s or len(s.split()) > 6 or (re.search(r"[.!`]\s*$", s.rstrip("*_: ")) and not s.endswith(":")):
         return False
     bold = (s.startswith("**") and s.rstrip(":").endswith("**")) or (s.startswith("__") and s.endswith("__"))
     return bool(_LABEL.match(s)) and (bold or s.endswith((":", "\uff1a")))
@@ -174,6 +177,8 @@ def _kinds(text: str) -> Iterator[tuple[int, str, str]]:
             yield starts[i], line, DROP
         elif _LOG_LINE.match(body):
             yield starts[i], line, DROP if meta else LOG
+        elif line[:1].isspace() and i and _FRAME.match(lines[i - 1]):
+            yield starts[i], line, DROP if meta else CODE  # the source line a traceback frame shows
         elif _UNFENCED_SOURCE.match(body):
             yield starts[i], line, DROP if meta else CODE
         elif (

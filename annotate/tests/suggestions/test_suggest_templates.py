@@ -138,3 +138,30 @@ def test_pasted_source_config_tables_and_pictures_are_never_quoted():
         "The agent ignores the network setting below and every curl in the sandbox is blocked.",
         "curl: (7) Failed to connect to example.com port 443: Connection refused",
     ]
+
+
+def test_logs_and_tracebacks_pasted_without_a_fence_are_read_as_logs_and_never_joined_to_a_sentence():
+    text = (
+        "The worker dies every time the planner hands over to the coder agent.\n"
+        "There was no outage. Two asks:\n"
+        "24.04.05 15:19:19: root: INFO : handoff planner -> coder\n"
+        "2024-05-04 15:19:20,118 ERROR agent.loop: handoff failed\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/agents/loop.py", line 88, in step\n'
+        "    for msg in self._handoff(messages=history, **kwargs):\n"
+        "KeyError: 'coder'\n"
+        "{'error': {'code': 500, 'message': 'handoff target missing'}}\n"
+        "<tool_call>\n"
+        "<function=handoff>\n"
+        "The coder agent is registered, so the handoff should find it.\n"
+    )
+    quotes = [text[s.start : s.end] for s in claim_spans(text)]
+    prose = [text[s.start : s.end] for s in claim_spans(text) if not s.code]
+    assert prose == [
+        "The worker dies every time the planner hands over to the coder agent.",
+        "There was no outage.",
+        "The coder agent is registered, so the handoff should find it.",
+    ]
+    assert "KeyError: 'coder'" in quotes and not any("for msg in" in q or "<function" in q for q in quotes)
+    assert all("\n" not in q for q in quotes)
+    assert "for msg in self._handoff" in clean_report(text) and "There was no outage. Two asks:" in clean_report(text)
