@@ -57,7 +57,7 @@ _META_HEADING = re.compile(
     re.I,
 )
 # A template label: a short line that only names a section ("**Describe the bug**", "Steps to reproduce:").
-_LABEL = re.compile(r"^\s*(?:\*\*|__)?[\w ()/'&?-]{1,60}?(?:\*\*|__)?\s*[:\uff1a]?\s*(?:\*\*|__)?\s*$")
+_LABEL = re.compile(r"^\s*(?:\*\*|__)?[\w ()/'&?,-]{1,60}?(?:\*\*|__)?\s*[:\uff1a]?\s*(?:\*\*|__)?\s*$")
 # A label that opens a line of report ("**Expected behavior:** the agent stops"): the quote starts after it.
 _INLINE_LABEL = re.compile(r"^(?:\*\*|__)?[A-Za-z][\w /()-]{0,30}?(?:\*\*|__)?\s*[:\uff1a]\s*(?:\*\*|__)?\s*")
 # The template's own sentences, left in when a reporter types under them or leaves a placeholder.
@@ -89,6 +89,7 @@ _LOG_LINE = re.compile(
     r"\[[\w/:.\- ]+\]\s*\[|Traceback \(most recent call last\)|"
     r"File \"[^\"]+\", line \d+|at [\w.$<>]+\(|raise \w|\^{3,}|[\w.]*(?:Error|Exception|Warning)(?:\([^)]*\))?:\s)"
 )
+_INDENTED_CODE = re.compile(r"^(?: {4,}|\t)(?![-*+]\s|\d+[.)]\s)\S.*[(){}\[\]=;:]")
 _FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
 # A line of source code (not of its output): quoted, it would be the reporter's program, not a claim.
 _SOURCE_LINE = re.compile(
@@ -99,8 +100,8 @@ _SOURCE_LINE = re.compile(
 # Source or configuration pasted without a fence: statements, assignments, "[section]" headers.
 _UNFENCED_SOURCE = re.compile(
     r"^\s*(?:(?:def|class|async def|import|from\s+[\w.]+\s+import|return|const|let|var|function|export)\s|"
-    r"(?:for|while|if|elif|with|try|except|async for|async with)\b[^.!?]*:\s*$|"
-    r"\[[\w.\-]+\]\s*$|</?[\w:-]+[^>]*>\s*$|[.~]?[\\/][\w.\\/\-]+\s*$|[\w.\[\]'\"]+\s*[+\-*/]?=\s*\S|[\w.]+\([^)]*\)\s*;?\s*$|[})\]]+[;,]?\s*$)"
+    r"(?:for|while|if|elif|with|try|except|async for|async with)\b(?:[^.!?]*|.*[(_=\[].*):\s*$|"
+    r"\[[\w.\-]+\]\s*$|</?[\w:-]+[^>]*>\s*$|[.~]?[\\/][\w.\\/\-]+\s*$|[\w.\[\]'\"]+\s*[+\-*/]?=\s*\S|[\w.]+\(.*\)\s*;?\s*$|[})\]]+[;,]?\s*$)"
 )
 _WORD = re.compile(r"\w+", re.U)
 MIN_CLAIM_WORDS = 4
@@ -177,8 +178,9 @@ def _kinds(text: str) -> Iterator[tuple[int, str, str]]:
             yield starts[i], line, DROP
         elif _LOG_LINE.match(body):
             yield starts[i], line, DROP if meta else LOG
-        elif line[:1].isspace() and i and _FRAME.match(lines[i - 1]):
-            yield starts[i], line, DROP if meta else CODE  # the source line a traceback frame shows
+        elif (line[:1].isspace() and i and _FRAME.match(lines[i - 1])) or _INDENTED_CODE.match(line):
+            # The source line a traceback frame shows; a Markdown indented code block.
+            yield starts[i], line, DROP if meta else CODE
         elif _UNFENCED_SOURCE.match(body):
             yield starts[i], line, DROP if meta else CODE
         elif (
@@ -342,6 +344,57 @@ def is_claim(text: str, quote: str) -> bool:
     if cut_start or cut_end:
         return False
     return any(s.start <= at and end <= s.end for s in claim_spans(text))
+
+
+# `quote_flaw` judges a quote by the lines it sits on, with rules of its own (not `claim_spans`'), so a
+# measure of quote quality does not grade the quote picker with the picker's own rule.
+_FLAW_HEADING = re.compile(r"^\s{0,3}(?:#{1,6}\s|[-=]{3,}\s*$)")
+_FLAW_CHECKBOX = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s*\[[ xX]\]")
+_FLAW_LABEL = re.compile(r"^\s*(?:\*\*|__)?[\w(][\w\s()/'&?,.-]{0,40}?(?:\*\*|__)?\s*[:\uff1a]?\s*(?:\*\*|__)?\s*$")
+_FLAW_ENV = re.compile(
+    r"^\s*(?:[-*>]\s*)*(?:\*\*)?(?:os|operating system|platform|python|node|[\w .-]*version|browser|model|provider|"
+    r"package|sdk|commit|device|installation|environment)(?:\*\*)?\s*[:=\uff1a]",
+    re.I,
+)
+_FLAW_TEMPLATE = re.compile(
+    r"clear and concise description|steps to reproduce the behaviou?r|if applicable,? add|add any other context|"
+    r"i have (?:searched|checked|read)|^\W*_?no response_?\W*$|thank(?:s| you) for (?:taking|filing|reporting)",
+    re.I,
+)
+
+
+def quote_flaw(text: str, quote: str) -> str:
+    """Why a quote is not the reporter's own words, or "" when it is: "not in the text", "cut word", "heading",
+    "checkbox", "label", "environment line" or "template sentence".
+
+    For `quotes_template_share`-style measures: a quote is flawed when it cuts a word, or when it is (or
+    runs over) a heading, a checklist item, a bare label, an environment line or a sentence of the template.
+    """
+    quote = quote.strip()
+    at = text.find(quote) if quote else -1
+    if at < 0:
+        return "not in the text"
+    end = at + len(quote)
+    if (at > 0 and text[at - 1].isalnum() and quote[0].isalnum()) or (
+        end < len(text) and text[end].isalnum() and quote[-1].isalnum()
+    ):
+        return "cut word"
+    first = text.rfind("\n", 0, at) + 1
+    last = text.find("\n", end)
+    for line in text[first : len(text) if last < 0 else last].split("\n"):
+        piece = line.strip()
+        if not piece:
+            continue
+        if _FLAW_HEADING.match(line):
+            return "heading"
+        if _FLAW_CHECKBOX.match(line):
+            return "checkbox"
+        if _FLAW_ENV.match(line):
+            return "environment line"
+        label = len(piece.split()) <= 6 and _FLAW_LABEL.match(piece) and piece.endswith((":", "**", "__", "\uff1a"))
+        if label and piece.strip("*_: \uff1a") in quote:
+            return "label"
+    return "template sentence" if _FLAW_TEMPLATE.search(quote) else ""
 
 
 _LATIN = re.compile(r"[A-Za-z\u00C0-\u024F]")

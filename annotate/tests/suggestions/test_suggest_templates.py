@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from annotate.suggestions._text import claim_spans, clean_report, is_claim, strip_template
+from annotate.suggestions._text import claim_spans, clean_report, is_claim, quote_flaw, strip_template
 from annotate.suggestions.base import codebook_spec_from_data
 from annotate.suggestions.local import LocalSuggester
 from annotate.tests.factories.issue_templates import SCAFFOLDING, TEMPLATED_REPORTS
@@ -165,3 +165,34 @@ def test_logs_and_tracebacks_pasted_without_a_fence_are_read_as_logs_and_never_j
     assert "KeyError: 'coder'" in quotes and not any("for msg in" in q or "<function" in q for q in quotes)
     assert all("\n" not in q for q in quotes)
     assert "for msg in self._handoff" in clean_report(text) and "There was no outage. Two asks:" in clean_report(text)
+
+
+def test_quote_flaw_names_each_kind_of_bad_quote_and_passes_the_reporters_sentences():
+    """The measure of `quotes_template_share` must catch what it claims to, by rules of its own."""
+    *_, text = TEMPLATED_REPORTS[3]  # microsoft/autogen: bold labels and placeholder sentences
+    assert quote_flaw(text, "Describe the bug**") == "label"
+    assert quote_flaw(text, "What happened?") == "heading"
+    assert quote_flaw(text, "If applicable, add screenshots to help explain your problem.") == "template sentence"
+    assert quote_flaw(text, "ssistant agent ends the group chat") == "cut word"
+    assert quote_flaw(text, "Describe the bug**\nThe assistant agent ends the group chat") == "label"
+    assert quote_flaw(text, "the test was green") == "not in the text"
+    _, _, _, openhands = TEMPLATED_REPORTS[1]
+    assert quote_flaw(openhands, "I have checked the existing issues.") == "checkbox"
+    env = "- OS: Ubuntu 22.04\n- Python version: 3.11.6\n\nThe agent loops."
+    assert quote_flaw(env, "Python version: 3.11.6") == "environment line"
+    assert quote_flaw(text, "Nobody checks the claim before the chat stops.") == ""
+    for project, *_, templated in TEMPLATED_REPORTS:
+        for s in claim_spans(templated):
+            assert quote_flaw(templated, templated[s.start : s.end]) == "", project
+
+
+def test_an_indented_code_block_is_code_not_prose():
+    text = (
+        "The agent never sees the tools loaded from the MCP server.\n\n"
+        "        for tool in tools.tools:\n"
+        "            agent_tools.append(Tool.from_mcp(session, tool))\n"
+    )
+    assert [text[s.start : s.end] for s in claim_spans(text)] == [
+        "The agent never sees the tools loaded from the MCP server."
+    ]
+    assert "for tool in tools.tools:" in clean_report(text)
