@@ -100,7 +100,8 @@ _SOURCE_LINE = re.compile(
 # Source or configuration pasted without a fence: statements, assignments, "[section]" headers.
 _UNFENCED_SOURCE = re.compile(
     r"^\s*(?:(?:def|class|async def|import|from\s+[\w.]+\s+import|return|const|let|var|function|export)\s|"
-    r"(?:for|while|if|elif|with|try|except|async for|async with)\b(?:[^.!?]*|.*[(_=\[].*):\s*$|"
+    r"(?:for|while|if|elif|with|try|except|async for|async with)\b(?=[^.!?]{0,200}:\s*$|.{0,200}[(_=\[.])"
+    r".{0,200}:\s*$|"
     r"\[[\w.\-]+\]\s*$|</?[\w:-]+[^>]*>\s*$|[.~]?[\\/][\w.\\/\-]+\s*$|[\w.\[\]'\"]+\s*[+\-*/]?=\s*\S|[\w.]+\(.*\)\s*;?\s*$|[})\]]+[;,]?\s*$)"
 )
 _WORD = re.compile(r"\w+", re.U)

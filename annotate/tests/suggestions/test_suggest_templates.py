@@ -196,3 +196,13 @@ def test_an_indented_code_block_is_code_not_prose():
         "The agent never sees the tools loaded from the MCP server."
     ]
     assert "for tool in tools.tools:" in clean_report(text)
+
+
+def test_a_pathological_line_is_read_in_linear_time():
+    """A minified dump that starts like a statement once took 45 s for 140k characters (quadratic backtracking)."""
+    import time
+
+    text = "for " + "a.b(c) " * 9000 + "x\n" + "| " + "a | " * 9000 + "\n" + "**" + "a " * 20000
+    start = time.perf_counter()
+    clean_report(text), claim_spans(text), strip_template(text)
+    assert time.perf_counter() - start < 3.0
