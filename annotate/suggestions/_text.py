@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from annotate.suggestions._lang import LANGUAGE_CAP, cjk_covered, cjk_readings, detect_language, is_cjk
 
 _FENCE = re.compile(r"^(```|~~~)")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+# ATX headings, and the keycap-emoji headings of some Chinese forms ("1️⃣ 描述一下问题").
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s|^\s*[#*\d]\ufe0f?\u20e3")
 _SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
 _RULE = re.compile(r"^\s{0,3}([-*_]\s*){3,}$")
 _UNCHECKED = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s*\[\s\]\s")
@@ -51,9 +52,11 @@ _META_HEADING = re.compile(
     r"\b(?:os|operating systems?|platforms?|versions?|model(?: name| used)?|(?:model |llm )?providers?|"
     r"installation|install method|how (?:are|do) you (?:run|install)\w*|(?:which )?areas?|components?|packages?|"
     r"environments?|system info(?:rmation)?|who can help|checklist|checked other resources|existing issues?|"
-    r"search(?:ed)? (?:for )?existing|browsers?|devices?|commit|hardware|gpu|deployment|self[- ]hosted|"
+    r"search(?:ed)? (?:for )?existing|browsers?|devices?|commit|hardware|gpu|deployment|self[- ]host\w*|"
     r"willing to submit|code of conduct|information|feature area|priority|severity|runtime|installed|"
-    r"virtual environment|dependencies|pip freeze|system|setup)\b",
+    r"virtual environment|dependencies|pip freeze|system (?:info\w*|details|specs?))\b|"
+    # Chinese and Japanese forms: version, environment, OS, system info, checklist, deployment, client.
+    r"版本|环境|環境|操作系统|系统信息|系統資訊|自查清单|检查清单|部署方式|安装方式|客户端|バージョン|動作環境",
     re.I,
 )
 # A template label: a short line that only names a section ("**Describe the bug**", "Steps to reproduce:").
@@ -240,7 +243,10 @@ def code_lines(text: str) -> str:
 
 def _is_field_value(line: str) -> bool:
     s = line.strip()
-    return len(_WORD.findall(s)) <= 3 and not re.search(r"[.!?:]$", s)
+    # A sentence of Chinese or Japanese is few \w runs but many characters: not a field value.
+    return (
+        len(_WORD.findall(s)) <= 3 and not re.search(r"[.!?:\u3002\uff01\uff1f]$", s) and len(_CJK_CHAR.findall(s)) < 8
+    )
 
 
 _PARA_SENTENCE = re.compile(

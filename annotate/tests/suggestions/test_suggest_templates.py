@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 (the Chinese issue form keeps its full-width punctuation)
 """Issue forms of six real projects: the scaffolding is read as nothing, and never quoted (issue 30, point 2)."""
 
 from __future__ import annotations
@@ -206,3 +207,32 @@ def test_a_pathological_line_is_read_in_linear_time():
     start = time.perf_counter()
     clean_report(text), claim_spans(text), strip_template(text)
     assert time.perf_counter() - start < 3.0
+
+
+CHINESE_REPORT = "代理一直用相同的参数调用同一个工具，重复了三十次，直到达到最大迭代次数才停止。"
+CHINESE_FORM = f"""**问题描述 / Problem Description**
+{CHINESE_REPORT}
+
+1️⃣ 复现步骤
+启动代理以后输入任意问题，观察工具调用日志。
+
+## 运行环境
+- 操作系统: Ubuntu 22.04
+- Python 3.11.4
+
+### 版本（必填）
+
+0.3.1
+
+## 自查清单
+- [x] 我已经搜索过现有的问题
+"""
+
+
+def test_a_chinese_issue_form_is_stripped_like_an_english_one():
+    cleaned = clean_report(CHINESE_FORM)
+    assert _lines(cleaned) == [CHINESE_REPORT, "启动代理以后输入任意问题，观察工具调用日志。"]
+    quotes = [CHINESE_FORM[s.start : s.end] for s in claim_spans(CHINESE_FORM)]
+    assert CHINESE_REPORT in quotes and not any("Problem Description" in q or "0.3.1" in q for q in quotes)
+    plain, form = _suggester().suggest_texts([CHINESE_REPORT, CHINESE_FORM], None, ["代理陷入循环"] * 2)
+    assert plain.candidates[0].failure_type == form.candidates[0].failure_type == "CTL-01"
