@@ -69,7 +69,7 @@ from annotate.suggestions.local_model import (
     model_train,
 )
 
-LOCAL_VERSION = "local-5"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
+LOCAL_VERSION = "local-6"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
 DECLINED_LANGUAGE = "the text is in a language the local model does not read"
 READ_THROUGH_LEXICON = "not in English: read through a word list, so the confidence is kept under the floor"
