@@ -59,6 +59,13 @@ _META_HEADING = re.compile(
     r"版本|环境|環境|操作系统|系统信息|系統資訊|自查清单|检查清单|部署方式|安装方式|客户端|バージョン|動作環境",
     re.I,
 )
+# Headings that name the report's content even when they name a model or a system ("Model output",
+# "System prompt", "Relevant log output"): never a metadata section.
+_CONTENT_HEADING = re.compile(
+    r"output|response|behaviou?r|logs?\b|errors?\b|trace|result|reproduc|expect|actual|describ|happen|steps|"
+    r"code|example|context|prompt|problem|issue description|summary|输出|日志|错误|报错|问题|描述|复现",
+    re.I,
+)
 # A template label: a short line that only names a section ("**Describe the bug**", "Steps to reproduce:").
 _LABEL = re.compile(r"^\s*(?:\*\*|__)?[\w ()/'&?,-]{1,60}?(?:\*\*|__)?\s*[:\uff1a]?\s*(?:\*\*|__)?\s*$")
 # A label that opens a line of report ("**Expected behavior:** the agent stops"): the quote starts after it.
@@ -174,7 +181,8 @@ def _kinds(text: str) -> Iterator[tuple[int, str, str]]:
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         underlined = bool(_SETEXT.match(nxt)) and len(s.split()) <= 8 and not _FENCE.match(s)
         if _HEADING.match(line) or underlined:
-            meta = bool(_META_HEADING.search(s.lstrip("#").strip()))
+            title = s.lstrip("#").strip()
+            meta = bool(_META_HEADING.search(title)) and not _CONTENT_HEADING.search(title)
             yield starts[i], line, DROP
             continue
         body = s.lstrip(">").strip()

@@ -236,3 +236,11 @@ def test_a_chinese_issue_form_is_stripped_like_an_english_one():
     assert CHINESE_REPORT in quotes and not any("Problem Description" in q or "0.3.1" in q for q in quotes)
     plain, form = _suggester().suggest_texts([CHINESE_REPORT, CHINESE_FORM], None, ["代理陷入循环"] * 2)
     assert plain.candidates[0].failure_type == form.candidates[0].failure_type == "CTL-01"
+
+
+def test_a_section_named_after_the_model_keeps_its_content_when_it_is_the_models_output():
+    text = (
+        "### Model output\n\nSure, I deleted it.\n\n### System prompt\n\nNever delete files.\n\n"
+        "### Model Name\n\ngpt-4o\n\n### Environment\n\nDocker on a laptop\n"
+    )
+    assert _lines(clean_report(text)) == ["Sure, I deleted it.", "Never delete files."]
