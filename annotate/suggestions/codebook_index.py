@@ -17,6 +17,7 @@ from annotate.suggestions._text import (
     code_lines,
     english_rendering,
     gloss,
+    language_cap,
     language_covered,
     reads_as_english,
 )
@@ -156,6 +157,8 @@ class Readings:
     X_code: sp.csr_matrix  # fenced code only (logs and tracebacks read the same in any language)
     C: sp.csr_matrix  # combined, character space
     covered: np.ndarray  # bool per text: a language the model reads
+    # Highest top-1 confidence per text: 1 in English, under the floor when read through a word list.
+    caps: np.ndarray | None = None
 
 
 def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readings:
@@ -182,6 +185,12 @@ def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readi
         C=normalize(index.char_vectorizer.transform(combined)).tocsr(),
         covered=np.array(
             [language_covered(f"{ti}\n{t[:MAX_TEXT_CHARS]}") for ti, t in zip(titles, texts, strict=True)]
+        ),
+        caps=np.array(
+            [
+                1.0 if en else language_cap(f"{ti}\n{t[:MAX_TEXT_CHARS]}")
+                for ti, t, en in zip(titles, texts, english, strict=True)
+            ]
         ),
     )
 

@@ -69,12 +69,15 @@ from annotate.suggestions.local_model import (
     model_train,
 )
 
-LOCAL_VERSION = "local-5"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
+LOCAL_VERSION = "local-6"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
 DECLINED_LANGUAGE = "the text is in a language the local model does not read"
+READ_THROUGH_LEXICON = "not in English: read through a word list, so the confidence is kept under the floor"
 MAX_EVIDENCE_CHARS = 300
 # Words that match across unrelated reports ("exceeded", "error", "agent") name no indicator alone.
 MIN_INDICATOR_WORDS = 2
+# A log line's support counts half a sentence's: quotes are the reporter's words when they say it.
+LOG_QUOTE_WEIGHT = 0.5
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -192,6 +195,7 @@ class LocalSuggester:
         r = readings(self.index, texts, titles)
         p_type, p_naf, p_axes, neighbours = self._distributions(r, texts, titles, episode_ids, clusters, kinds)
         top = np.argsort(-p_type, axis=1, kind="stable")[:, :MAX_CANDIDATES]
+        scale = _language_scale(p_type, top, r.caps)
         picks = {axis: self._axis_picks(axis, top, p_axes, r.X) for axis in AXES}
         answers = []
         for i in range(n):
@@ -208,13 +212,14 @@ class LocalSuggester:
                         source=picks["source"][i][rank],
                         stage=picks["stage"][i][rank],
                         capability=picks["capability"][i][rank],
-                        confidence=round(float(p_type[i, j]), 4),
+                        confidence=round(float(p_type[i, j] * scale[i]), 4),
                         rationale=self._rationale(i, j, r.X, why, neighbours[i], texts[i], titles[i]),
                         evidence=evidence,
                     )
                 )
             naf = bool(p_naf[i] > p_type[i, top[i][0]])
-            answers.append(Answer(not_a_failure=naf, candidates=tuple(cands)))
+            notes = (READ_THROUGH_LEXICON,) if r.caps is not None and r.caps[i] < 1 else ()
+            answers.append(Answer(not_a_failure=naf, candidates=tuple(cands), notes=notes))
         return answers
 
     def _axis_picks(self, axis: str, top: np.ndarray, p_axes, X) -> list[list[str]]:
@@ -230,17 +235,21 @@ class LocalSuggester:
         best = np.argmax(score, axis=2)
         return [[codes[v] for v in row] for row in best]
 
-    def _evidence(self, text: str, claims: list[tuple[str, frozenset[str]]], j: int) -> tuple[str, list]:
-        """The claim that best supports type j, and the indicators it matches ((indicator, words) pairs)."""
+    def _evidence(self, text: str, claims: list[tuple[str, frozenset[str], bool]], j: int) -> tuple[str, list]:
+        """The claim that best supports type j, and the indicators it matches ((indicator, words) pairs).
+
+        The reporter's own sentences come before log lines: a log line is quoted only when it
+        supports the type clearly better than every sentence.
+        """
         best, best_score, best_why = "", 0.0, []
         type_words = set(_TOKEN.findall(_type_document(self.spec.types[j]).lower())) - self.index.stop
-        for claim, words in claims:
+        for claim, words, log in claims:
             why = [
                 (ind, sorted(toks & words))
                 for ind, toks in self.index.indicator_tokens[j]
                 if len(toks & words) >= min(MIN_INDICATOR_WORDS, len(toks))
             ]
-            score = 2.0 * len(why) + len(words & type_words) / (3 + len(words))
+            score = (2.0 * len(why) + len(words & type_words) / (3 + len(words))) * (LOG_QUOTE_WEIGHT if log else 1.0)
             if score > best_score:
                 best, best_score, best_why = claim, score, why
         return best, best_why
@@ -286,14 +295,22 @@ class LocalSuggester:
         return out
 
 
-def _claims(text: str) -> list[tuple[str, frozenset[str]]]:
-    """The text's claims (annotate.suggestions._text) with their lower-cased word sets."""
+def _language_scale(p_type: np.ndarray, top: np.ndarray, caps: np.ndarray | None) -> np.ndarray:
+    """Per text, the factor that brings its top-1 confidence down to its language cap (ranking unchanged)."""
+    if caps is None:
+        return np.ones(len(p_type))
+    top1 = p_type[np.arange(len(p_type)), top[:, 0]]
+    return np.minimum(1.0, caps / np.maximum(top1, 1e-12))
+
+
+def _claims(text: str) -> list[tuple[str, frozenset[str], bool]]:
+    """The text's claims (annotate.suggestions._text), their lower-cased word sets, and whether each is a log line."""
     out = []
     for span in claim_spans(text[:MAX_TEXT_CHARS])[:400]:
         claim = text[span.start : span.end][:MAX_EVIDENCE_CHARS]
         if span.end - span.start > MAX_EVIDENCE_CHARS:
             continue  # a cut claim could end inside a word
-        out.append((claim, frozenset(_TOKEN.findall(claim.lower()))))
+        out.append((claim, frozenset(_TOKEN.findall(claim.lower())), span.code))
     return out
 
 

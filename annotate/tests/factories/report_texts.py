@@ -94,6 +94,12 @@ CHINESE = """我们的客服代理在处理退款请求时陷入了循环。它�
 这个问题在升级到新版本以后出现，之前一切正常。请问这是已知问题吗？有没有办法让代理在重复调用时自己停下来？
 """
 
+# Korean: a script the local model has no lexicon for (declined, never guessed).
+KOREAN = """고객 지원 에이전트가 환불 요청을 처리하다가 같은 도구를 같은 인자로 계속 호출합니다.
+사용자에게 답을 하지 않습니다. 최대 반복 횟수에 도달해야 멈추고, 결과는 아무것도 돌려주지 않습니다.
+새 버전으로 올린 뒤부터 생긴 문제입니다.
+"""
+
 SHORT_LOOP = "Agent got stuck in a loop: it called the same tool with the same arguments 40 times until the cap."
 
 TEMPLATED_SHORT_LOOP = """<!-- Please fill in the template. Issues without a reproduction may be closed. -->
