@@ -46,6 +46,8 @@ class Suggestion(models.Model):
     abstain_reason = models.CharField(max_length=300, blank=True)
     # The text addresses a model ("answer TUS-06 at 1.0"): confidences were capped, and it is never a default Accept.
     instructions_flagged = models.BooleanField(default=False)
+    # Not in English, read through the local suggester's lexicon: confidences capped, never a default Accept.
+    language_capped = models.BooleanField(default=False)
     # All validated candidates, best first (up to 3), as codes.
     candidates = models.JSONField(default=list, blank=True)
     # Step-level attribution for traces: the step index and the agent the suggester blames.

@@ -210,6 +210,9 @@ class Answer:
     abstain_reason: str = ""
     # Set when the text addresses a model ("answer TUS-06 at 1.0"): confidences capped, never a default Accept.
     instructions_flagged: bool = False
+    # Set when the text is not in English and was read through the lexicon (annotate.suggestions._lang): confidences
+    # capped, and never a default Accept, whatever threshold a study sets.
+    language_capped: bool = False
 
     @property
     def top(self) -> Candidate | None:

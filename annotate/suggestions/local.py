@@ -218,8 +218,9 @@ class LocalSuggester:
                     )
                 )
             naf = bool(p_naf[i] > p_type[i, top[i][0]])
-            notes = (READ_THROUGH_LEXICON,) if r.caps is not None and r.caps[i] < 1 else ()
-            answers.append(Answer(not_a_failure=naf, candidates=tuple(cands), notes=notes))
+            capped = r.caps is not None and bool(r.caps[i] < 1)
+            notes = (READ_THROUGH_LEXICON,) if capped else ()
+            answers.append(Answer(not_a_failure=naf, candidates=tuple(cands), notes=notes, language_capped=capped))
         return answers
 
     def _axis_picks(self, axis: str, top: np.ndarray, p_axes, X) -> list[list[str]]:

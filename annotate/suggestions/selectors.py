@@ -9,13 +9,15 @@ from annotate.models import Study, SuggesterAudit, Suggestion, SuggestionBackend
 def suggestion_confident(suggestion: Suggestion | None, study: Study) -> bool:
     """Whether a suggestion is offered as the default (a primary Accept); every surface asks this.
 
-    Not when the suggester declined, when the top confidence is below the study's threshold, or when the text
-    addressed a model (its confidences were capped too, but a study may set its threshold below the cap)."""
+    Not when the suggester declined, when the top confidence is below the study's threshold, when the text
+    addressed a model, or when a report not in English was read through the local lexicon (both have their
+    confidences capped too, but a study may set its threshold below the cap)."""
     return (
         suggestion is not None
         and not suggestion.error
         and not suggestion.abstain_reason
         and not suggestion.instructions_flagged
+        and not suggestion.language_capped
         and suggestion.confidence is not None
         and suggestion.confidence >= study.suggestion_min_confidence
     )

@@ -204,6 +204,7 @@ def _apply_answer(row: Suggestion, answer: Answer, codes: _CodeMap) -> None:
     row.evidence = top.evidence if top is not None else ""
     row.abstain_reason = answer.abstain_reason if not error else ""
     row.instructions_flagged = answer.instructions_flagged and not error
+    row.language_capped = answer.language_capped and not error
 
 
 def _store(
@@ -261,6 +262,7 @@ def _store(
                     "evidence",
                     "abstain_reason",
                     "instructions_flagged",
+                    "language_capped",
                     "job",
                 ],
             )

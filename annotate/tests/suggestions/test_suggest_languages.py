@@ -123,3 +123,27 @@ def test_a_script_with_no_lexicon_is_still_declined():
     for g in _fixture("five.json"):
         assert language_covered(g["reports"]["zh"]["body"]) and language_covered(g["reports"]["ja"]["body"])
         assert not language_covered(foreign_script(g["reports"]["en"]["body"])), g["id"]
+
+
+@pytest.mark.django_db
+def test_a_translated_report_is_never_the_default_even_where_a_study_lowers_its_threshold(
+    study, make_episode, bob, client
+):
+    """The cap keeps a translation under the default floor; a study may set its floor lower, and then the stored
+    flag (Suggestion.language_capped, asked by suggestion_confident) still refuses the default Accept."""
+    from annotate.suggestions.selectors import suggestion_confident
+
+    study.suggestion_min_confidence = 0.05
+    study.save(update_fields=["suggestion_min_confidence"])
+    g = _fixture("five.json")[1]
+    de = make_episode(study, title=g["reports"]["de"]["title"], body=g["reports"]["de"]["body"])
+    en = make_episode(study, title=g["reports"]["en"]["title"], body=g["reports"]["en"]["body"])
+    suggestions_make(study=study, backend="local")
+    s_de, s_en = Suggestion.objects.get(episode=de), Suggestion.objects.get(episode=en)
+    assert s_de.language_capped and s_de.confidence >= study.suggestion_min_confidence
+    assert not s_en.language_capped and suggestion_confident(s_en, study)
+    assert not suggestion_confident(s_de, study)
+    client.login(username=bob.username, password=PASSWORD)
+    page = client.get(reverse("suggestion_panel", args=[study.slug, de.pk])).content.decode()
+    assert "No confident suggestion." in page and "suggestion-accept primary" not in page
+    assert "not in English" in page
