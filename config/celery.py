@@ -16,7 +16,7 @@ app = Celery("faultline")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 if not app.conf.broker_url:
     # Eager mode still needs a broker URL for Celery's own bookkeeping; memory:// never connects.
-    app.conf.broker_url = "memory://"
+    app.conf.broker_url = "memory://localhost/"
 # Each package with Celery tasks; AnnotateConfig.ready() imports the same modules in every Django process.
 app.autodiscover_tasks(["annotate.jobs", "annotate.incidents.selectors", "annotate.analysis"])
 
