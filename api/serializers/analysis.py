@@ -241,7 +241,11 @@ class PairSerializer(serializers.Serializer):
     n = serializers.IntegerField()
     percent_agreement = EstimateSerializer()
     cohen_kappa = EstimateSerializer()
-    confusion = serializers.DictField(help_text="labels (codes either coder used) and matrix (rows: coder a).")
+    confusion = serializers.DictField(
+        help_text="labels (codes either coder used) and matrix (rows: coder a); agreed (the diagonal's total) and "
+        "labels_used. On the overall axis only the 30 whole labels the pair used most are kept: the others fold "
+        "into one last row and column (other: how many), so every total is unchanged."
+    )
 
 
 class AxisAgreementSerializer(serializers.Serializer):

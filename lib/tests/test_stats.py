@@ -324,6 +324,11 @@ def test_it_matches_sklearn_for_cohens_kappa_and_confusion():
     res = stats.agreement(np.array([a, b]).T, 5, B=100, seed=0)
     assert res.pairs[0].kappa.value == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
     assert res.pairs[0].confusion.tolist() == confusion_matrix(a, b, labels=range(5)).tolist()
+    # The pair keeps only the non-zero cells, in (row, column) order: whole labels can number thousands.
+    rows, cols, n = res.pairs[0].cells
+    dense = confusion_matrix(a, b, labels=range(5))
+    assert [rows.tolist(), cols.tolist()] == [x.tolist() for x in np.nonzero(dense)]
+    assert n.tolist() == dense[dense > 0].tolist() and res.pairs[0].categories == 5
 
 
 def test_it_computes_fleiss_kappa_for_three_coders_by_hand():
