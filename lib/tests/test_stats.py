@@ -520,13 +520,48 @@ def test_it_takes_percentile_limits_at_the_stated_quantiles():
         assert np.array_equal(diff.low, dlo) and np.array_equal(diff.high, dhi) and diff.method == "percentile"
 
 
+def reference_df(m, icc, level=0.95):
+    """The default's degrees of freedom from G x G matrices (eigenvalues, as the papers write it).
+
+    Clusters with Var u_g = m_g (1 + (m_g - 1) icc); residuals e = (I - h 1') u, O = W^1/2 Cov(e) W^1/2; r = e minus
+    its regression b (1' u) on the error, O_r likewise. The smaller of tr(O)^2 / tr(O_r O_r) and the df whose t
+    quantile is c, c^2 = tau^2 S / (tr O_r + tau^2 S b'Wb), tau the t quantile on tr(O_r)^2 / tr(O_r O_r) df
+    (found by root search); each clipped to [1, G - 1].
+    """
+    from scipy import optimize
+    from scipy import stats as st
+
+    m = np.array([x for x in m if x > 0], dtype=float)
+    G, N = len(m), m.sum()
+    V = np.diag(m * (1 + (m - 1) * icc))
+    S = V.sum()
+    A = np.eye(G) - np.outer(m / N, np.ones(G))
+    cov_e = A @ V @ A.T
+    b = A @ V @ np.ones(G) / S
+    cov_r = cov_e - np.outer(b, b) * S
+    W = np.diag(1 / (1 - m / N))
+    lam = np.linalg.eigvalsh(W**0.5 @ cov_e @ W**0.5)
+    lam_r = np.linalg.eigvalsh(W**0.5 @ cov_r @ W**0.5)
+    spread = min(max(lam.sum() ** 2 / (lam_r**2).sum(), 1), G - 1)
+    q = 1 - (1 - level) / 2
+    tau = st.t.ppf(q, min(max(lam_r.sum() ** 2 / (lam_r**2).sum(), 1), G - 1))
+    c = (tau**2 * S / (lam_r.sum() + tau**2 * S * (b @ W @ b))) ** 0.5
+    if c <= st.t.ppf(q, G - 1):
+        ceiling = G - 1
+    elif c >= st.t.ppf(q, 1):
+        ceiling = 1.0
+    else:
+        ceiling = optimize.brentq(lambda d: st.t.ppf(q, d) - c, 1, G - 1, xtol=1e-14, rtol=1e-15)
+    return min(spread, ceiling)
+
+
 def reference_cellwise(counts, level=0.95):
-    """Plain-Python reference of the default interval, cell by cell, with Bell-McCaffrey's df from the G x G matrix.
+    """Plain-Python reference of the default interval, cell by cell, with the degrees of freedom from G x G matrices.
 
     CR2 variance sum_g (y_g - p m_g)^2 / (1 - h_g) / N^2; deff = variance / (p (1 - p) / N) floored at 1, capped
-    at sum m^2 / N; df = tr(O)^2 / tr(O O) of O = W^1/2 (diag m - m m' / N) W^1/2 (its eigenvalues, as the paper
-    writes it); the upper limit's df at most (clusters with records - 1) where deff > 1; Korn-Graubard beta
-    limits; the exact binomial bound on N for an empty (or full) cell.
+    at sum m^2 / N; the cell's icc = (deff - 1) / (cap - 1); df = reference_df; the upper limit's df at most
+    (Kish's effective clusters - 1) where the cell shows clustering; Korn-Graubard beta limits; the exact binomial
+    bound on N for an empty (or full) cell.
     """
     from scipy import stats as st
 
@@ -534,10 +569,6 @@ def reference_cellwise(counts, level=0.95):
     m = [sum(r) for r in counts]
     N = sum(m)
     h = [x / N for x in m]
-    omega = np.array([[((m[g] if g == j else 0) - m[g] * m[j] / N) / ((1 - h[g]) * (1 - h[j])) ** 0.5 for j in range(G)]
-                  for g in range(G)])  # fmt: skip
-    lam = np.linalg.eigvalsh(omega)
-    df = min(max(lam.sum() ** 2 / (lam**2).sum(), 1), G - 1)
     cap = max(1.0, sum(x * x for x in m) / N)
     a = 1 - level
     out = []
@@ -545,12 +576,14 @@ def reference_cellwise(counts, level=0.95):
         y = [r[k] for r in counts]
         p = sum(y) / N
         if p in (0, 1):
+            df = reference_df(m, 0.0, level)
             none = st.beta.ppf(1 - a / 2, 1, N)
             out.append((0.0, none, df, df) if p == 0 else (1 - none, 1.0, df, df))
             continue
         v = sum((y[g] - p * m[g]) ** 2 / (1 - h[g]) for g in range(G)) / N**2
         raw = v / (p * (1 - p) / N)
         deff = min(max(raw, 1.0), cap)
+        df = reference_df(m, (deff - 1) / (cap - 1) if cap > 1 else 0.0, level)
         carried = sum(1 for x in y if x > 0)
         worth = sum(y) ** 2 / sum(x * x for x in y)  # Kish's effective number of clusters
         df_up = min(df, max(worth - 1, 1)) if raw > 1 and sum(y) > carried else df
@@ -573,7 +606,7 @@ def test_it_computes_the_default_interval_like_a_plain_reference_cell_by_cell():
         assert iv.method == "beta_cr2_bm"
         for k, (lo, hi, df, df_up) in enumerate(reference_cellwise(d.counts.tolist(), level)):
             assert iv.low[k] == pytest.approx(lo, abs=1e-10) and iv.high[k] == pytest.approx(hi, abs=1e-10), k
-            assert iv.df[k] == pytest.approx(df, rel=1e-10) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-10)
+            assert iv.df[k] == pytest.approx(df, rel=1e-9) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-9)
     eff = stats.effective_sizes(d)
     assert eff.df_upper[4] == 1.0 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
     # Records each in a cluster of their own show no clustering: the upper limit keeps the design's df.
@@ -656,7 +689,8 @@ def test_it_matches_r_svyciprop_beta_on_the_worked_example():
     assert [round(x, 4) for x in iv.low[:3]] == [0.2785, 0.1121, 0.0158]
     assert [round(x, 4) for x in iv.high[:3]] == [0.8361, 0.6098, 0.2939]
     default = stats.cell_intervals(d, None)
-    assert [round(x, 4) for x in default.low] == [0.2341, 0.0927, 0.0093, 0.0]
+    assert [round(x, 4) for x in default.low] == [0.2034, 0.0791, 0.0078, 0.0]
+    assert [round(x, 2) for x in default.df] == [3.58, 3.71, 4.05, 4.6]
     assert [round(x, 4) for x in default.high] == [0.9021, 0.7187, 0.6737, 0.0881]
 
 
@@ -706,8 +740,35 @@ def test_it_takes_bell_mccaffrey_degrees_of_freedom_from_the_cluster_sizes():
     omega = np.sqrt(np.outer(w, w)) * (np.diag(m) - np.outer(m, m) / N)
     assert stats.bell_mccaffrey_df(skew) == pytest.approx(np.trace(omega) ** 2 / np.trace(omega @ omega), rel=1e-12)
     assert 1 < stats.bell_mccaffrey_df(skew) < 3
+    # Without clustering the default's degrees of freedom are these.
+    d = design([0, 1] * 150, [f"r{i // 2 % 12}" for i in range(250)] + [f"s{i // 2}" for i in range(50)], K=2)
+    eff = stats.effective_sizes(d)
+    assert eff.deff.tolist() == [1.0, 1.0] and eff.df.tolist() == [pytest.approx(stats.bell_mccaffrey_df(d.sizes))] * 2
+
+
+def test_it_lets_a_dominant_repositorys_share_of_the_variance_count_as_known_up_to_its_ratio():
+    from scipy import stats as st
+
+    one = np.array([600] + [6] * 150)  # one repository holds 40% of the records
+    several = np.array([300, 250, 200, 150, 100] + [10] * 50)  # several large ones share the variance
+    for sizes in (one, several, np.array([4] * 10)):
+        # Independent records: the residuals are independent of the error, and the figure is Bell-McCaffrey's.
+        assert stats.clustered_df(sizes, [0.0])[0] == pytest.approx(stats.bell_mccaffrey_df(sizes), rel=1e-9)
+    # With clustering, the dominant repository's residual is most of both the error and the variance estimate:
+    # the t ratio cannot be large while the estimate is small, so far more than Bell-McCaffrey's 6 df (the
+    # one-repository-with-40% scenario over-covered at 97-97.5% on those 6)...
+    bm = stats.bell_mccaffrey_df(one)
+    assert bm < 7 and stats.clustered_df(one, [0.2])[0] > 4 * bm
+    # ... while several large repositories sharing the variance leave fewer than Bell-McCaffrey's.
+    assert stats.clustered_df(several, [0.2])[0] < 0.8 * stats.bell_mccaffrey_df(several)
+    # Past a share of 0.74 the dominant part's own ratio, 1 / sqrt(1 - h), exceeds the normal quantile: the t
+    # quantile of the df reaches it (the ceiling), instead of the 50 the spread alone would give.
     d = design([0] * 250 + [1] * 50, ["big"] * 250 + [f"s{i}" for i in range(50)], K=2)
-    assert stats.effective_sizes(d).df.tolist() == [stats.bell_mccaffrey_df(d.sizes)] * 2
+    eff = stats.effective_sizes(d)
+    assert stats.cell_icc(eff.deff, d.sizes).tolist() == [1.0, 1.0]
+    assert 5 < eff.df[0] < 7 and st.t.ppf(0.975, eff.df[0]) == pytest.approx(1 / np.sqrt(1 - 250 / 300), rel=1e-2)
+    assert st.t.ppf(0.95, stats.effective_sizes(d, level=0.9).df[0]) >= 1 / np.sqrt(1 - 250 / 300) - 1e-3
+    assert stats.cell_icc(np.array([1.0, 3.0]), np.array([1, 1, 1])).tolist() == [0.0, 0.0]  # no clustering possible
 
 
 def test_it_bounds_an_empty_cell_by_the_exact_binomial_on_all_records():
