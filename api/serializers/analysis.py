@@ -140,7 +140,10 @@ class KindSerializer(serializers.Serializer):
         f"every cell with records in fewer than {MIN_CLUSTERS} clusters).",
     )
     n_eff = grid("Effective sample size per cell the analytic intervals use; null without enough data.")
-    df = grid("Degrees of freedom of each cell's lower limit (Bell-McCaffrey); null without enough data.")
+    df = grid(
+        "Degrees of freedom of each cell's lower limit (Bell-McCaffrey under the cell's intra-cluster correlation, "
+        "see docs/intervals.md); null without enough data."
+    )
     df_upper = grid(
         "Degrees of freedom of each cell's upper limit: at most its effective clusters - 1 where it is clustered; "
         "null without enough data."
