@@ -12,7 +12,10 @@ disagreeing). Then, in this process:
   stack, answered from the stored result (each response is checked to say so);
 - analysis_stale_page_median_ms: the same after one more coding (the stored result shown, marked stale);
 - coverage and agreement: the same, fresh job then page views (agreement with its default B = 1,000, and
-  only up to 100,000 episodes: its whole-label confusion matrix is quadratic in the distinct labels).
+  only up to 100,000 episodes: lib.stats.agreement holds the overall axis as dense units x whole labels, and
+  random codes give thousands of whole labels; its stored document and page are bounded, see --only agreement).
+
+    python bench/scale_bench.py --only agreement --quick  # 20,000 episodes: the agreement job, page, document size
 Targets: page median <= 300 ms; fresh <= 10 s at 20,000 episodes, <= 120 s at 1,000,000.
 """
 
@@ -179,8 +182,8 @@ def analysis_measure(args, n: int, big, users, log) -> tuple:
     if n <= AGREEMENT_MAX_N:
         agreement = agreement_measure(client, big, max(3, requests // 4), log)
     else:
-        log(f"agreement: skipped above {AGREEMENT_MAX_N:,} episodes (its whole-label confusion matrix grows with "
-            "the square of the distinct labels: random codes give thousands)")  # fmt: skip
+        log(f"agreement: skipped above {AGREEMENT_MAX_N:,} episodes (lib.stats.agreement holds the overall axis as "
+            "dense units x whole labels: random codes give thousands of whole labels)")  # fmt: skip
 
     by_code = codebook_picker(big.codebook).value_by_code
     values = CodingValues(failure_type=codebook_picker(big.codebook).types[0], source=by_code["source"]["llm"],
