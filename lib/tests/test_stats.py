@@ -746,6 +746,32 @@ def test_it_takes_bell_mccaffrey_degrees_of_freedom_from_the_cluster_sizes():
     assert eff.deff.tolist() == [1.0, 1.0] and eff.df.tolist() == [pytest.approx(stats.bell_mccaffrey_df(d.sizes))] * 2
 
 
+def test_it_reads_a_cells_intra_cluster_correlation_from_its_design_effect():
+    sizes = np.array([10, 5, 5])  # sum m^2 / N = 150 / 20 = 7.5, the design effect of full clustering
+    icc = stats.cell_icc(np.array([0.5, 1.0, 4.25, 7.5, 9.0]), sizes)
+    assert icc.dtype == np.float64 and icc.tolist() == [0.0, 0.0, 0.5, 1.0, 1.0]
+    assert stats.cell_icc(np.array([2.0]), np.array([1, 1, 1])).tolist() == [0.0]  # one record each: no clustering
+    assert stats.cell_icc(np.array([2.0]), np.array([0, 0])).tolist() == [0.0]
+
+
+def test_it_computes_the_degrees_of_freedom_like_the_matrix_reference():
+    one = np.array([600] + [6] * 150)
+    several = np.array([300, 250, 200, 150, 100] + [10] * 50)
+    extreme = np.array([250] + [1] * 50)
+    equal = np.array([4] * 10)
+    for sizes, iccs in ((one, [0.0, 0.2]), (several, [0.2]), (extreme, [1.0]), (equal, [0.5])):
+        for level in (0.95, 0.9):
+            got = stats.clustered_df(sizes, iccs, level=level)
+            assert got.shape == (len(iccs),)
+            for g, icc in zip(got, iccs, strict=True):
+                assert g == pytest.approx(reference_df(sizes, icc, level), rel=1e-8), (sizes[:3], icc, level)
+    # The ceiling depends on the level (its quantile), the spread does not.
+    assert stats.clustered_df(extreme, [1.0], level=0.9)[0] != stats.clustered_df(extreme, [1.0])[0]
+    assert stats.clustered_df(np.array([5]), [0.3, 0.0]).tolist() == [1.0, 1.0]  # one cluster: 1
+    assert stats.clustered_df(np.array([3, 0, 3]), [0.0]).tolist() == [1.0]  # empty clusters do not count
+    assert stats.clustered_df(equal, [0.0, 0.9]) == pytest.approx([9.0, 9.0], rel=1e-12)  # equal sizes: G - 1, any icc
+
+
 def test_it_lets_a_dominant_repositorys_share_of_the_variance_count_as_known_up_to_its_ratio():
     from scipy import stats as st
 
