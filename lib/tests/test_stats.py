@@ -1529,6 +1529,24 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
     assert loo.detail["most_influential"] == {"side": "a", "cluster": "doi:10.1/big:x", "shift": shift}
 
 
+def test_it_takes_one_cells_difference_from_the_seeded_stream_of_both_kinds():
+    a, b = paper_like(3), paper_like(4)
+    for stream in (0, 2):
+        ra, rb = stats.replicate_blocks([a, b], B=300, seed=5, stream=stream, threads=1)
+        full = stats.diff_intervals(a, b, ra, rb)
+        kw = {"stream": stream} if stream else {}  # stream 0 is the default
+        iv = stats.bootstrap_diff_cell(a, b, 1, B=300, seed=5, **kw)
+        assert (iv.estimate, iv.low, iv.high) == (full.estimate[1], full.low[1], full.high[1])
+    assert stats.bootstrap_diff_cell(a, b, 1, B=300, seed=5, stream=2) != stats.bootstrap_diff_cell(
+        a, b, 1, B=300, seed=5
+    )
+
+
+def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
+    d = design([0, 0, 0, 1, 0, 0], ["a", "a", "b", "b", "c", "c"], K=3)  # cell 1: one record; cell 2: none
+    assert stats.effective_clusters(d).tolist() == [pytest.approx(25 / 9), 1.0, 0.0]
+
+
 # Equivalent mutants: survivors of `make mutation` judged to change nothing observable (mutant: reason).
 #   lib.stats.bootstrap.x__bca__mutmut_57: zeros_like(num, dtype=None) keeps num's float64
 #   lib.stats.bootstrap.x__bca__mutmut_59: zeros_like(num) keeps num's float64
@@ -1562,3 +1580,38 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
 #   lib.stats.designs.x_design_without__mutmut_26: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_29: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_30: the zipped sequences have equal length by construction
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_8: p meets float64 factors (n_lo, n_hi) before any use
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_10: p meets float64 factors (n_lo, n_hi) before any use
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_12: n_eff is multiplied by a float64 t-quantile ratio first
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_14: n_eff is multiplied by a float64 t-quantile ratio first
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_17: stdtrit casts df to float64; the >= 1 check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_19: stdtrit casts df to float64; the >= 1 check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_25: stdtrit casts df_upper to float64; the check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_27: stdtrit casts df_upper to float64; the check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_101: the upper half of the lower limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_102: the upper half of the lower limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_103: the upper half of the lower limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_119: the lower half of the upper limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_120: the lower half of the upper limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_121: the lower half of the upper limit's _beta_limits is discarded
+#   lib.stats.intervals.x_analytic_limits__mutmut_2: n matters only to the beta methods, which refuse n below 2 either way
+#   lib.stats.intervals.x_analytic_limits__mutmut_8: p meets float64 (n_eff, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_10: p meets float64 (n_eff, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_12: n_eff meets float64 (p, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_14: n_eff meets float64 (p, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_106: the Wilson upper limit never exceeds 1
+#   lib.stats.intervals.x_bootstrap_diff_cell__mutmut_16: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_bootstrap_diff_cell__mutmut_21: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_bootstrap_diff_cell__mutmut_22: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_effective_clusters__mutmut_2: integer counts give the same sums; the division is float64
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_7: a size-0 cluster adds 0 to every sum, and the raw figure never
+#     exceeds (clusters with records - 1), so the wider clip never bites
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_11: with 2 clusters the clip to [1, G - 1] gives 1 as well
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_12: with 2 clusters the clip to [1, G - 1] gives 1 as well
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_42: (tr O)^2 / tr(O^2) of a non-zero PSD matrix is at least 1
+#   lib.stats.intervals.x_svyciprop_sizes__mutmut_2: integer counts meet float64 p before any arithmetic
+#   lib.stats.sensitivity_checks.x__capped__mutmut_56: the names are str: a str array's tolist() gives the same tuple
+#   lib.stats.sensitivity_checks.x__capped__mutmut_58: the names are str: a str array's tolist() gives the same tuple
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_53: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_58: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_61: replicate_blocks draws fixed seeded blocks whatever the threads
