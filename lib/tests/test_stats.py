@@ -746,11 +746,20 @@ def test_it_takes_bell_mccaffrey_degrees_of_freedom_from_the_cluster_sizes():
     assert eff.deff.tolist() == [1.0, 1.0] and eff.df.tolist() == [pytest.approx(stats.bell_mccaffrey_df(d.sizes))] * 2
 
 
+def test_it_gives_cells_without_variance_of_their_own_no_design_effect():
+    one = stats.effective_sizes(design([0, 1, 0, 2], ["a"] * 4, K=4))  # one cluster: no between-cluster variance
+    assert one.deff.tolist() == [1.0] * 4 and one.n_eff.tolist() == [4.0] * 4
+    single = stats.effective_sizes(design([0, 1, 0, 1, 2], ["a", "b", "c", "d", "e"], K=4))
+    assert single.deff_cap == 1.0 and single.deff.tolist() == [1.0] * 4  # one record per cluster; cell 3 empty
+    assert single.n_eff[3] == 5.0
+
+
 def test_it_reads_a_cells_intra_cluster_correlation_from_its_design_effect():
     sizes = np.array([10, 5, 5])  # sum m^2 / N = 150 / 20 = 7.5, the design effect of full clustering
     icc = stats.cell_icc(np.array([0.5, 1.0, 4.25, 7.5, 9.0]), sizes)
     assert icc.dtype == np.float64 and icc.tolist() == [0.0, 0.0, 0.5, 1.0, 1.0]
     assert stats.cell_icc(np.array([2.0]), np.array([1, 1, 1])).tolist() == [0.0]  # one record each: no clustering
+    assert stats.cell_icc(np.array([1.25]), np.array([2, 1, 1])).tolist() == [0.5]  # full clustering's deff is 1.5
     assert stats.cell_icc(np.array([2.0]), np.array([0, 0])).tolist() == [0.0]
 
 
@@ -765,6 +774,12 @@ def test_it_computes_the_degrees_of_freedom_like_the_matrix_reference():
             assert got.shape == (len(iccs),)
             for g, icc in zip(got, iccs, strict=True):
                 assert g == pytest.approx(reference_df(sizes, icc, level), rel=1e-8), (sizes[:3], icc, level)
+    for sizes, icc in ((np.array([10, 1, 1]), 0.5), (np.array([6, 2, 1]), 0.0)):  # a spread below 2
+        assert stats.clustered_df(sizes, [icc])[0] == pytest.approx(reference_df(sizes, icc), rel=1e-8)
+    # Clusters without records count for nothing, also in the clips.
+    assert (
+        stats.clustered_df(np.append(one, [0, 0]), [0.2, 0.0]).tolist() == stats.clustered_df(one, [0.2, 0.0]).tolist()
+    )
     # The ceiling depends on the level (its quantile), the spread does not.
     assert stats.clustered_df(extreme, [1.0], level=0.9)[0] != stats.clustered_df(extreme, [1.0])[0]
     assert stats.clustered_df(np.array([5]), [0.3, 0.0]).tolist() == [1.0, 1.0]  # one cluster: 1
@@ -1615,3 +1630,28 @@ def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
 #   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_53: replicate_blocks draws fixed seeded blocks whatever the threads
 #   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_58: replicate_blocks draws fixed seeded blocks whatever the threads
 #   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_61: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_cell_icc__mutmut_3: integer sizes give the same sums; their ratio is a true division
+#   lib.stats.intervals.x_cell_icc__mutmut_5: integer sizes give the same sums; their ratio is a true division
+#   lib.stats.intervals.x_cell_icc__mutmut_17: zeros either way
+#   lib.stats.intervals.x_cell_icc__mutmut_19: zeros either way
+#   lib.stats.intervals.x_cell_icc__mutmut_29: deff - 1 is divided by the float cap - 1
+#   lib.stats.intervals.x_cell_icc__mutmut_31: deff - 1 is divided by the float cap - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_4: integer sizes meet float64 (N, icc) before any power
+#   lib.stats.intervals.x_clustered_df__mutmut_6: integer sizes meet float64 (N, icc) before any power
+#   lib.stats.intervals.x_clustered_df__mutmut_13: icc meets the float64 sizes in V first
+#   lib.stats.intervals.x_clustered_df__mutmut_15: icc meets the float64 sizes in V first
+#   lib.stats.intervals.x_clustered_df__mutmut_18: with 2 clusters every clip is to [1, 1]
+#   lib.stats.intervals.x_clustered_df__mutmut_19: with 2 clusters every clip is to [1, 1]
+#   lib.stats.intervals.x_clustered_df__mutmut_94: tr(O_r^2) <= tr(O^2) <= (tr O)^2 (O >= O_r >= 0), so spread >= 1
+#   lib.stats.intervals.x_clustered_df__mutmut_95: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_102: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_119: a Satterthwaite ratio of a non-zero PSD matrix is at least 1
+#   lib.stats.intervals.x_clustered_df__mutmut_120: a Satterthwaite ratio never exceeds the rank, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_127: a Satterthwaite ratio never exceeds the rank, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_143: c between t_{G+1} and t_{G-1} inverts to a df above G - 1: clipped
+#   lib.stats.intervals.x_clustered_df__mutmut_146: where c <= top the inverse of top is G - 1 again (to 1e-9)
+#   lib.stats.intervals.x_clustered_df__mutmut_152: at c == top both branches give G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_153: spread is already clipped to G - 1, and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_157: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_170: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_effective_sizes__mutmut_3: integer counts meet float64 p before any arithmetic
