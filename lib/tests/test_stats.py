@@ -1584,9 +1584,9 @@ def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
 #   lib.stats.interrater.x__pair_agreements__mutmut_32: a chance term exactly 1 - 1e-12 cannot arise from count shares
 #   lib.stats.interrater.x__one_sided_bounds__mutmut_84: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
 #   lib.stats.interrater.x__pair_data__mutmut_17: astype(None) is float64, as astype(float)
-#   lib.stats.interrater.x__pair_agreements__mutmut_54: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x__pair_agreements__mutmut_64: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x__pair_agreements__mutmut_65: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_56: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_66: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_67: a pair exists only where both coded a unit: its sample value is defined
 #   lib.stats.interrater.x_agreement__mutmut_194: with two or more pairable units the sample percent agreement is defined
 #   lib.stats.interrater.x_agreement__mutmut_204: with two or more pairable units the sample percent agreement is defined
 #   lib.stats.interrater.x_agreement__mutmut_205: with two or more pairable units the sample percent agreement is defined
@@ -1655,3 +1655,4 @@ def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
 #   lib.stats.intervals.x_clustered_df__mutmut_157: c > top inverts to a df below G - 1
 #   lib.stats.intervals.x_clustered_df__mutmut_170: c > top inverts to a df below G - 1
 #   lib.stats.intervals.x_effective_sizes__mutmut_3: integer counts meet float64 p before any arithmetic
+#   lib.stats.interrater.x__confusion_cells__mutmut_15: np.unique returns its counts as int64 already
