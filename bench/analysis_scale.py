@@ -12,7 +12,10 @@ disagreeing). Then, in this process:
   stack, answered from the stored result (each response is checked to say so);
 - analysis_stale_page_median_ms: the same after one more coding (the stored result shown, marked stale);
 - coverage and agreement: the same, fresh job then page views (agreement with its default B = 1,000, and
-  only up to 100,000 episodes: its whole-label confusion matrix is quadratic in the distinct labels).
+  only up to 100,000 episodes: lib.stats.agreement holds the overall axis as dense units x whole labels, and
+  random codes give thousands of whole labels; its stored document and page are bounded, see --only agreement).
+
+    python bench/scale_bench.py --only agreement --quick  # 20,000 episodes: the agreement job, page, document size
 Targets: page median <= 300 ms; fresh <= 10 s at 20,000 episodes, <= 120 s at 1,000,000.
 """
 
@@ -84,6 +87,11 @@ def _slowest(client, url: str, top: int = 3) -> list:
 
 def analysis_steps(args, work, n: int, big, users, log, write_issues, run_import, code_episodes) -> tuple:
     """The figures and targets of `--only analysis`."""
+    _build(work, n, big, users, log, write_issues, run_import, code_episodes)
+    return analysis_measure(args, n, big, users, log)
+
+
+def _build(work, n: int, big, users, log, write_issues, run_import, code_episodes) -> None:
     coded, disagreeing = n // 5, n // 100
     path = work / "big.jsonl"
     write_issues(path, n, max(1, n * 3 // 20), seed=len("big"))
@@ -92,7 +100,41 @@ def analysis_steps(args, work, n: int, big, users, log, write_issues, run_import
     _literature_share(big)
     code_episodes(big, (users["c1"], users["c2"]), coded, disagreeing, seed=1)
     log(f"imported {n:,} issues (a quarter as papers), coded {coded:,} twice in {time.perf_counter() - t0:.1f} s")
-    return analysis_measure(args, n, big, users, log)
+
+
+def agreement_steps(args, work, n: int, big, users, log, write_issues, run_import, code_episodes) -> tuple:
+    """`--only agreement`: the study built as for `--only analysis`, then only the agreement job and page."""
+    from django.test import Client
+
+    _build(work, n, big, users, log, write_issues, run_import, code_episodes)
+    client = Client()
+    client.force_login(users["owner"])
+    got = agreement_measure(client, big, 5 if args.quick else 8, log)
+    summary = {"bench": "scale", "only": "agreement", "episodes": n, "quick": args.quick, **got}
+    targets = {
+        "agreement page median <= 300 ms": got["agreement_page_median_ms"] <= 300,
+        "agreement document <= 1 MB": got["agreement_document_kb"] <= 1024,
+    }
+    return summary, targets
+
+
+def agreement_measure(client, big, requests: int, log) -> dict:
+    """A fresh agreement job (B = 1,000), views of its stored result, and the stored document's size."""
+    from annotate.analysis.results import agreement_key
+    from annotate.models import AnalysisResult
+
+    seconds, _ = _job(big, "agreement", {"bootstrap": 1000, "seed": 0,
+                                          "result_key": agreement_key(bootstrap=1000, seed=0)})  # fmt: skip
+    page = _views(client, f"/studies/{big.slug}/agreement/", requests, "Stored result")
+    overall = _views(client, f"/studies/{big.slug}/agreement/?axis=overall", requests, "Stored result")
+    doc = AnalysisResult.objects.get(study=big, kind="agreement").document
+    kb = len(json.dumps(doc)) / 1024
+    labels = next(a for a in doc["axes"] if a["axis"] == "overall")["pairs"][0]["confusion"]["labels_used"]
+    log(f"agreement job {seconds:.2f} s, page median {page['median_ms']} ms (overall axis {overall['median_ms']} ms), "
+        f"document {kb:,.1f} kB ({labels:,} whole labels used by the pair)")  # fmt: skip
+    return {"agreement_fresh_s": round(seconds, 2), "agreement_page_median_ms": page["median_ms"],
+            "agreement_overall_page_median_ms": overall["median_ms"], "agreement_document_kb": round(kb, 1),
+            "agreement_whole_labels": labels}  # fmt: skip
 
 
 def analysis_measure(args, n: int, big, users, log) -> tuple:
@@ -102,7 +144,7 @@ def analysis_measure(args, n: int, big, users, log) -> tuple:
 
     from annotate.analysis.arrays import codebook_axes
     from annotate.analysis.params import parse_params
-    from annotate.analysis.results import agreement_key, analysis_key, coverage_key
+    from annotate.analysis.results import analysis_key, coverage_key
     from annotate.coding.selectors import codebook_picker
     from annotate.coding.services import CodingValues, coding_save
     from annotate.models import AnalysisResult, Episode
@@ -136,16 +178,12 @@ def analysis_measure(args, n: int, big, users, log) -> tuple:
     cov_s, _ = _job(big, "coverage", {"result_key": coverage_key()})
     cov_page = _views(client, f"/studies/{big.slug}/coverage/", requests, "Stored result")
     log(f"coverage job {cov_s:.2f} s, page median {cov_page['median_ms']} ms")
-    agr_s = agr_page = None
+    agreement = {}
     if n <= AGREEMENT_MAX_N:
-        agr_s, _ = _job(big, "agreement", {"bootstrap": 1000, "seed": 0,
-                                           "result_key": agreement_key(bootstrap=1000, seed=0)})  # fmt: skip
-        agr_page = _views(client, f"/studies/{big.slug}/agreement/", max(3, requests // 4), "Stored result")
-        size = len(json.dumps(AnalysisResult.objects.get(study=big, kind="agreement").document)) / 2**20
-        log(f"agreement job {agr_s:.2f} s, page median {agr_page['median_ms']} ms, document {size:.1f} MB")
+        agreement = agreement_measure(client, big, max(3, requests // 4), log)
     else:
-        log(f"agreement: skipped above {AGREEMENT_MAX_N:,} episodes (its whole-label confusion matrix grows with "
-            "the square of the distinct labels: random codes give thousands)")  # fmt: skip
+        log(f"agreement: skipped above {AGREEMENT_MAX_N:,} episodes (lib.stats.agreement holds the overall axis as "
+            "dense units x whole labels: random codes give thousands of whole labels)")  # fmt: skip
 
     by_code = codebook_picker(big.codebook).value_by_code
     values = CodingValues(failure_type=codebook_picker(big.codebook).types[0], source=by_code["source"]["llm"],
@@ -162,8 +200,9 @@ def analysis_measure(args, n: int, big, users, log) -> tuple:
         "analysis_page_cpu_median_ms": page["cpu_median_ms"],
         "analysis_stale_page_median_ms": stale["median_ms"],
         "coverage_fresh_s": round(cov_s, 2), "coverage_page_median_ms": cov_page["median_ms"],
-        "agreement_fresh_s": round(agr_s, 2) if agr_s else None,
-        "agreement_page_median_ms": agr_page["median_ms"] if agr_page else None,
+        "agreement_fresh_s": agreement.get("agreement_fresh_s"),
+        "agreement_page_median_ms": agreement.get("agreement_page_median_ms"),
+        "agreement_document_kb": agreement.get("agreement_document_kb"),
         "stored_document_kb": round(len(json.dumps(doc)) / 1024, 1), "quick": args.quick,
         "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
     }  # fmt: skip

@@ -33,6 +33,7 @@ shares, widths, misses, flags and standard errors.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -77,6 +78,9 @@ SCENARIOS = (
 )
 RARE = ("0.005", "0.002")
 TARGETED = ("0.3", "0.05")
+# Bins of the largest repository's share of a study's records: the default's coverage per bin shows where
+# over- and under-coverage offset each other within a scenario (docs/intervals.md, "What is left").
+TOP_SHARE_BINS = (0.0, 0.1, 0.2, 0.3, 0.45, 1.0)
 
 
 def cluster_sizes(sc: Scenario, rng: np.random.Generator) -> np.ndarray:
@@ -116,8 +120,11 @@ def run_scenario(sc: Scenario, studies: int, B: int, seed: int) -> dict:
     widths = {m: [] for m in stats.CELL_METHODS}
     empty = np.zeros(len(SHARES))
     few = np.zeros(len(SHARES))
+    top_bin, default_hits = [], []
     for i in range(studies):
         d = study(sc, rng, names)
+        sizes = d.counts.sum(axis=1)
+        top_bin.append(int(np.searchsorted(TOP_SHARE_BINS, sizes.max() / sizes.sum(), side="left")) - 1)
         reps = stats.replicate_blocks([d], B=B, seed=i, threads=1)[0]
         empty += d.totals[: len(SHARES)] == 0
         for m in stats.CELL_METHODS:
@@ -130,6 +137,8 @@ def run_scenario(sc: Scenario, studies: int, B: int, seed: int) -> dict:
             flagged_misses[m] += ~hit & iv.few_clusters[: len(SHARES)]
             zero[m] += int(np.sum(hi - lo <= 0))
             widths[m].append(hi - lo)
+            if m == stats.DEFAULT_CELL_METHOD:
+                default_hits.append(hit)
         few += iv.few_clusters[: len(SHARES)]
     cov = {m: {k: round(float(h / studies), 4) for k, h in zip(KEYS, hits[m], strict=True)} for m in hits}
     median = {m: np.median(np.array(widths[m]), axis=0) for m in widths}
@@ -146,6 +155,18 @@ def run_scenario(sc: Scenario, studies: int, B: int, seed: int) -> dict:
         kept = studies - few
         missed = below[m] + above[m] - flagged_misses[m]
         return {k: (round(float(1 - x / n), 4) if n else None) for k, x, n in zip(KEYS, missed, kept, strict=True)}
+
+    def by_top_share() -> dict:
+        """The default's coverage of the targeted cells per bin of the largest repository's share."""
+        bins, hit = np.array(top_bin), np.array(default_hits)
+        out = {}
+        for b, (lo, hi) in enumerate(itertools.pairwise(TOP_SHARE_BINS)):
+            chosen = bins == b
+            if chosen.any():
+                cov = hit[chosen].mean(axis=0)
+                shares = {k: round(float(cov[KEYS.index(k)]), 4) for k in TARGETED}
+                out[f"{lo:g}-{hi:g}"] = {"studies": int(chosen.sum()), "coverage": shares}
+        return out
 
     return {
         "name": sc.name,
@@ -166,6 +187,7 @@ def run_scenario(sc: Scenario, studies: int, B: int, seed: int) -> dict:
         "zero_width": zero,
         "empty_cell_studies": {k: int(e) for k, e in zip(KEYS, empty, strict=True)},
         "few_clusters_studies": {k: int(f) for k, f in zip(KEYS, few, strict=True)},
+        "default_by_top_share": by_top_share(),
     }
 
 
@@ -206,6 +228,9 @@ def print_scenario(r: dict) -> None:
             for k in KEYS
         )
         print(f"  {m:<16}{row}  {r['zero_width'][m]}")
+    print("  default by the largest repository's share of the records (30% / 5% cell): " + "; ".join(
+        f"{b}: {100 * v['coverage']['0.3']:.1f}% / {100 * v['coverage']['0.05']:.1f}% ({v['studies']})"
+        for b, v in r["default_by_top_share"].items()))  # fmt: skip
     for line in target_failures(r):
         print(f"  target missed: {line}")
 

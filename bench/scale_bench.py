@@ -637,9 +637,10 @@ def main() -> None:
     parser.add_argument("--http", action="store_true", help="also measure through gunicorn with fresh connections")
     parser.add_argument("--episodes", type=int, help="episodes in the big study")
     parser.add_argument("--http-only", action="store_true", help="only the --http measurements (steps 6)")
-    parser.add_argument("--only", choices=["bootstrap", "analysis"],
+    parser.add_argument("--only", choices=["bootstrap", "analysis", "agreement"],
                         help="bootstrap: only step 5, on the n/5 episodes it codes; analysis: the stored and fresh "
-                             "analysis of the big study (bench/analysis_scale.py)")  # fmt: skip
+                             "analysis of the big study (bench/analysis_scale.py); agreement: its agreement "
+                             "job, page and stored document only")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="run the bootstrap step this many times (with --only)")
     parser.add_argument("--chunks", type=int, default=16, help="chunks per bootstrap job (default 16)")
     parser.add_argument("--body-bytes", type=int, help="every issue body this many bytes (default: real sizes)")
@@ -704,6 +705,10 @@ def run(args, work: Path) -> None:
         from bench.analysis_scale import analysis_steps
 
         summary, targets = analysis_steps(args, work, n, big, users, log, write_issues, run_import, code_episodes)
+    elif args.only == "agreement":
+        from bench.analysis_scale import agreement_steps
+
+        summary, targets = agreement_steps(args, work, n, big, users, log, write_issues, run_import, code_episodes)
     elif not args.http_only:
         summary, targets = scale_steps(args, work, n, small_n, B, big, small, users, token, env, broker)
     if args.http or args.http_only:

@@ -143,9 +143,34 @@ def chance_categories(axes: Axes) -> dict[str, int]:
     return {**sizes, "overall": max(whole, 2)}
 
 
-def _confusion(m: np.ndarray, labels: tuple[str, ...]) -> dict:
-    used = np.flatnonzero(m.sum(axis=0) + m.sum(axis=1))
-    return {"labels": [labels[i] for i in used], "matrix": m[np.ix_(used, used)].astype(int).tolist()}
+CONFUSION_LABELS = 30  # whole labels shown per coder pair: the most used; the others fold into one row and column
+
+
+def _confusion(pair: stats.PairAgreement, labels: tuple[str, ...], *, limit: int | None = None) -> dict:
+    """A pair's confusion matrix over the labels either coder used, from its non-zero cells.
+
+    With `limit` (the overall axis, whose whole labels grow with the data: random codes give thousands), only
+    the `limit` labels the pair used most are kept and the rest fold into one last row and column (`other`:
+    how many labels it holds), so the stored document and the page stay bounded; every row, column and
+    matrix total is unchanged, and `agreed` (the diagonal) and `labels_used` are of the whole matrix. Codebook
+    axes are bounded by the codebook and kept whole.
+    """
+    a, b, n = pair.cells
+    uses = np.bincount(a, weights=n, minlength=len(labels)) + np.bincount(b, weights=n, minlength=len(labels))
+    used = np.flatnonzero(uses)
+    out = {"agreed": int(n[a == b].sum()), "labels_used": int(used.size), "other": 0}
+    if limit is not None and used.size > limit:
+        keep = np.sort(used[np.lexsort((used, -uses[used]))[:limit]])
+        out["other"] = int(used.size - limit)
+    else:
+        keep = used
+    slot = np.full(len(labels), keep.size, dtype=np.int64)  # every label not kept goes to the last slot
+    slot[keep] = np.arange(keep.size)
+    size = keep.size + (1 if out["other"] else 0)
+    m = np.zeros((size, size), dtype=np.int64)
+    np.add.at(m, (slot[a], slot[b]), n)
+    names = [labels[i] for i in keep] + ([f"{out['other']:,} other whole labels"] if out["other"] else [])
+    return {"labels": names, "matrix": m.tolist(), **out}
 
 
 def _version_arrays(study: Study, version: str | None) -> tuple[list, Axes, CoderArrays]:
@@ -198,7 +223,11 @@ def agreement_document(
                         "n": pr.n,
                         "percent_agreement": _est(pr.percent),
                         "cohen_kappa": _est(pr.kappa),
-                        "confusion": _confusion(pr.confusion, labels + ("",) * (pr.confusion.shape[0] - len(labels))),
+                        "confusion": _confusion(
+                            pr,
+                            labels + ("",) * (pr.categories - len(labels)),
+                            limit=CONFUSION_LABELS if axis == "overall" else None,
+                        ),
                     }
                     for pr in res.pairs
                 ],

@@ -236,9 +236,11 @@ def confusion_rows(confusion: dict, picker, *, category: str = "") -> tuple[list
     Only failure types keep their code ("CTL-05", shown beside or over the name); axis values and
     "not_a_failure" are shown by name alone. Category labels link to their drill-down; with
     `category`, only the rows of that category's types are kept, against the columns any of them
-    (or the category) uses.
+    (or the category) uses. The folded row and column of a bounded matrix (`other`, see
+    annotate.analysis.coders) are no label: their shared cell is not agreement.
     """
     labels, matrix = confusion["labels"], confusion["matrix"]
+    folded = len(labels) - 1 if confusion.get("other") else -1  # the row and column of the folded labels
     names = {v.code: v.name for values in picker.axes.values() for v in values}
     names.update({t.code: t.name for t in picker.types})
     categories = {code: name for code, name, _ in picker.categories}
@@ -257,5 +259,7 @@ def confusion_rows(confusion: dict, picker, *, category: str = "") -> tuple[list
         return {"label": label, "code": code, "name": names.get(label, label or "—"), "link": link}
 
     columns = [head(labels[j]) for j in cols_ix]
-    rows = [{**head(labels[i]), "cells": [{"n": matrix[i][j], "diag": i == j} for j in cols_ix]} for i in rows_ix]
+    rows = [
+        {**head(labels[i]), "cells": [{"n": matrix[i][j], "diag": i == j != folded} for j in cols_ix]} for i in rows_ix
+    ]
     return rows, columns

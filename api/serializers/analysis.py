@@ -154,7 +154,10 @@ class KindSerializer(serializers.Serializer):
         f"every cell with records in fewer than {MIN_CLUSTERS} clusters).",
     )
     n_eff = grid("Effective sample size per cell the analytic intervals use; null without enough data.")
-    df = grid("Degrees of freedom of each cell's lower limit (Bell-McCaffrey); null without enough data.")
+    df = grid(
+        "Degrees of freedom of each cell's lower limit (Bell-McCaffrey under the cell's intra-cluster correlation, "
+        "see docs/intervals.md); null without enough data."
+    )
     df_upper = grid(
         "Degrees of freedom of each cell's upper limit: at most its effective clusters - 1 where it is clustered; "
         "null without enough data."
@@ -256,7 +259,11 @@ class PairSerializer(serializers.Serializer):
     n = serializers.IntegerField()
     percent_agreement = EstimateSerializer()
     cohen_kappa = EstimateSerializer()
-    confusion = serializers.DictField(help_text="labels (codes either coder used) and matrix (rows: coder a).")
+    confusion = serializers.DictField(
+        help_text="labels (codes either coder used) and matrix (rows: coder a); agreed (the diagonal's total) and "
+        "labels_used. On the overall axis only the 30 whole labels the pair used most are kept: the others fold "
+        "into one last row and column (other: how many), so every total is unchanged."
+    )
 
 
 class AxisAgreementSerializer(serializers.Serializer):

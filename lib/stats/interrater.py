@@ -52,8 +52,18 @@ class PairAgreement:
     n: int  # units both coded
     percent: Estimate
     kappa: Estimate
-    confusion: np.ndarray  # Q x Q, rows coder_a
+    # The confusion matrix as its non-zero cells (category of coder_a, of coder_b, count), sorted by the pair
+    # of categories: whole labels can number thousands, and a dense Q x Q matrix grows with their square.
+    cells: tuple[np.ndarray, np.ndarray, np.ndarray]
     disagreeing: int = 0  # units both coded on which they differ
+    categories: int = 0  # Q
+
+    @property
+    def confusion(self) -> np.ndarray:
+        """The dense Q x Q confusion matrix, rows coder_a (built on request: Q^2 cells)."""
+        m = np.zeros((self.categories, self.categories), dtype=np.int64)
+        m[self.cells[0], self.cells[1]] = self.cells[2]
+        return m
 
 
 @dataclass(frozen=True, eq=False)
@@ -323,6 +333,12 @@ def _one_sided_bounds(Np: np.ndarray, m: np.ndarray, st: dict, U: int, level: fl
     }
 
 
+def _confusion_cells(a: np.ndarray, b: np.ndarray, Q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero cells of the confusion matrix of codes a (rows) against b: O(n log n), never Q^2."""
+    pair, n = np.unique(a.astype(np.int64) * Q + b, return_counts=True)
+    return _frozen(pair // Q), _frozen(pair % Q), _frozen(n.astype(np.int64))
+
+
 def _pair_agreements(pair_data: dict, pair_rows: dict, Q: int, level: float) -> list[PairAgreement]:
     """Percent agreement and Cohen's kappa of each pair of coders, with their intervals or one-sided bounds."""
     pairs = []
@@ -340,8 +356,9 @@ def _pair_agreements(pair_data: dict, pair_rows: dict, Q: int, level: float) -> 
                 int(a.size),
                 _estimate(ps["percent"], level, "no episodes coded by both", "no episode coded by both", p_bound),
                 _estimate(ps["kappa"], level, _ONE_PAIR_CATEGORY, _ONE_PAIR_CATEGORY_RESAMPLE, k_bound),
-                _frozen(np.bincount(a * Q + b, minlength=Q * Q).reshape(Q, Q)),
+                _confusion_cells(a, b, Q),
                 d_pair,
+                Q,
             )
         )
     return pairs

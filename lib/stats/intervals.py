@@ -80,7 +80,70 @@ def bell_mccaffrey_df(sizes: np.ndarray) -> float:
     return float(np.clip(N * N / tr2, 1, G - 1))
 
 
-def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
+def cell_icc(deff: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per cell, the intra-cluster correlation its design effect implies: deff = 1 + (sum m^2 / N - 1) icc
+    (Kish's design effect for clusters of unequal sizes), so icc = (deff - 1) / (deff_cap - 1), in [0, 1]
+    for a design effect floored at 1 and capped at deff_cap = sum m^2 / N. 0 where no clustering is possible."""
+    m = np.asarray(sizes, dtype=np.float64)
+    cap = float((m * m).sum() / m.sum()) if m.sum() else 1.0
+    if cap <= 1:
+        return np.zeros_like(np.asarray(deff, dtype=np.float64))
+    return np.clip((np.asarray(deff, dtype=np.float64) - 1) / (cap - 1), 0.0, 1.0)
+
+
+def clustered_df(sizes: np.ndarray, icc: np.ndarray, *, level: float = 0.95) -> np.ndarray:
+    """Per cell, the degrees of freedom of the default interval: Bell and McCaffrey's under the cell's own
+    intra-cluster correlation, taking into account that part of the variance estimate moves with the error.
+
+    Working model: the clusters' deviations u_g (cell count minus p m_g) are independent with variances
+    V_g = m_g (1 + (m_g - 1) icc), S = sum V; the estimate's error is sum u / N. The CR2 variance is the sum of
+    squares of the adjusted residuals W^1/2 e, e = (I - h 1') u, W = diag(1 / (1 - h)). Each residual splits
+    into a multiple of the error and a remainder independent of it: e = b (1' u) + r, b = (V - h S) / S,
+    Cov(r) = diag(V) - V V' / S. At icc 0 (V = m) b = 0: the residuals are independent of the error and this
+    is bell_mccaffrey_df. With clustering, one dominant cluster's residual is most of both the error and the
+    variance estimate, so a small variance estimate with a large error, what the t quantile guards against,
+    cannot happen for that part. Two figures, and the smaller is taken:
+
+    - spread: (tr O)^2 / tr(O_r^2), O = W^1/2 Cov(e) W^1/2, O_r = W^1/2 Cov(r) W^1/2: Bell and McCaffrey's
+      ratio with only the remainder's variability in the denominator. tr O = sum w (V (1 - 2 h) + h^2 S) and
+      tr O_r^2 = sum w^2 V^2 - 2 sum w^2 V^3 / S + (sum w V^2)^2 / S^2, O(G) per cell.
+    - ratio ceiling: with v = q (1' u)^2 + r' W r (q = sum w b^2), the t ratio of the part that moves with
+      the error is 1 / sqrt(q) (1 / sqrt(1 - h) for one cluster of share h), above any normal quantile once
+      h passes 0.74. With the remainder as a scaled chi-square on df_r = (tr O_r)^2 / tr(O_r^2) degrees of
+      freedom, P(|t| > c) = alpha at c^2 = tau^2 S / (tr O_r + tau^2 S q), tau the t_{df_r} quantile; the
+      figure is the df whose t quantile is c (G - 1 where c is below t_{G-1}).
+
+    Both are clipped to [1, G - 1]. The ceiling matters only where one cluster holds most of the records; the
+    spread falls where several large clusters share the variance (Pareto sizes) and rises where one cluster
+    is most of it. bench/coverage_bench.py and docs/intervals.md give the coverage this buys.
+    """
+    from scipy.special import stdtridf, stdtrit  # on first use: 25 MB a web process need not load
+
+    m = np.asarray(sizes, dtype=np.float64)
+    m = m[m > 0]
+    icc = np.atleast_1d(np.asarray(icc, dtype=np.float64))
+    G, N = m.size, float(m.sum())
+    if G < 2:
+        return np.ones(icc.shape)
+    quantile = 1 - (1 - _level(level)) / 2
+    h = (m / N)[:, None]
+    w = 1 / (1 - h)
+    V = m[:, None] * (1 + (m[:, None] - 1) * icc[None, :])
+    S = V.sum(axis=0)
+    trace = (w * (V * (1 - 2 * h) + h * h * S)).sum(axis=0)
+    trace_r = (w * V * (1 - V / S)).sum(axis=0)
+    trace2_r = (w * w * V * V).sum(axis=0) - 2 * (w * w * V**3).sum(axis=0) / S + (w * V * V).sum(axis=0) ** 2 / S**2
+    spread = np.clip(trace * trace / trace2_r, 1, G - 1)
+    b = (V - h * S) / S
+    q = (w * b * b).sum(axis=0)
+    tau = stdtrit(np.clip(trace_r * trace_r / trace2_r, 1, G - 1), quantile)
+    c = np.sqrt(tau * tau * S / (trace_r + tau * tau * S * q))
+    top = stdtrit(G - 1, quantile)
+    ceiling = np.where(c <= top, G - 1.0, np.clip(stdtridf(quantile, np.maximum(c, top)), 1, G - 1))
+    return np.minimum(spread, ceiling)
+
+
+def effective_sizes(design: ClusterDesign, *, level: float = 0.95) -> EffectiveSizes:
     """Per-cell design effect, effective sample size N / deff and degrees of freedom, each from the cell alone.
 
     The variance of p = Y / N under sampling of G clusters is estimated from the
@@ -94,7 +157,11 @@ def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
     records (or all of them) has no variance of its own: deff 1, the full N
     (cell_intervals gives it the exact binomial bound).
 
-    df (the lower limit's) is bell_mccaffrey_df of the sizes. The upper limit
+    df (the lower limit's) is clustered_df at `level`: Bell and McCaffrey's
+    degrees of freedom under the intra-cluster correlation the cell's design
+    effect implies (cell_icc), allowing for the part of the variance estimate
+    that moves with the estimate's error (bell_mccaffrey_df of the sizes where
+    the cell shows no clustering). The upper limit
     of a cell whose records are c clusters' worth (effective_clusters, Kish)
     rests on at most c - 1 degrees of freedom (df_upper = min(df, c - 1), at
     least 1) when the cell shows clustering: a design effect above 1 and some
@@ -115,10 +182,10 @@ def effective_sizes(design: ClusterDesign) -> EffectiveSizes:
     raw = np.divide(v, srs, out=np.ones_like(p), where=srs > 0)
     cap = max(1.0, float((m * m).sum() / N))
     deff = np.clip(raw, 1.0, cap)
-    df = bell_mccaffrey_df(m)
+    df = clustered_df(m, cell_icc(deff, m), level=level)
     clustered = (raw > 1) & (C.sum(axis=0) > clusters_with_records(design))
     df_upper = np.where(clustered, np.minimum(df, np.maximum(effective_clusters(design) - 1, 1)), df)
-    return EffectiveSizes(_frozen(deff), _frozen(N / deff), _frozen(np.full(p.shape, df)), _frozen(df_upper), cap)
+    return EffectiveSizes(_frozen(deff), _frozen(N / deff), _frozen(df), _frozen(df_upper), cap)
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,7 +315,7 @@ def cell_intervals(
     if not ok:
         z = np.zeros(K)
         return CellBootstrap(_frozen(est), _frozen(z), _frozen(z.copy()), False, reason, method, _frozen(holding))
-    eff = effective_sizes(design)
+    eff = effective_sizes(design, level=level)
     n_eff, df, df_upper = eff.n_eff, eff.df, eff.df_upper
     spread = _frozen(effective_clusters(design))
     if method in BOOTSTRAP_METHODS:

@@ -324,6 +324,11 @@ def test_it_matches_sklearn_for_cohens_kappa_and_confusion():
     res = stats.agreement(np.array([a, b]).T, 5, B=100, seed=0)
     assert res.pairs[0].kappa.value == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
     assert res.pairs[0].confusion.tolist() == confusion_matrix(a, b, labels=range(5)).tolist()
+    # The pair keeps only the non-zero cells, in (row, column) order: whole labels can number thousands.
+    rows, cols, n = res.pairs[0].cells
+    dense = confusion_matrix(a, b, labels=range(5))
+    assert [rows.tolist(), cols.tolist()] == [x.tolist() for x in np.nonzero(dense)]
+    assert n.tolist() == dense[dense > 0].tolist() and res.pairs[0].categories == 5
 
 
 def test_it_computes_fleiss_kappa_for_three_coders_by_hand():
@@ -515,13 +520,48 @@ def test_it_takes_percentile_limits_at_the_stated_quantiles():
         assert np.array_equal(diff.low, dlo) and np.array_equal(diff.high, dhi) and diff.method == "percentile"
 
 
+def reference_df(m, icc, level=0.95):
+    """The default's degrees of freedom from G x G matrices (eigenvalues, as the papers write it).
+
+    Clusters with Var u_g = m_g (1 + (m_g - 1) icc); residuals e = (I - h 1') u, O = W^1/2 Cov(e) W^1/2; r = e minus
+    its regression b (1' u) on the error, O_r likewise. The smaller of tr(O)^2 / tr(O_r O_r) and the df whose t
+    quantile is c, c^2 = tau^2 S / (tr O_r + tau^2 S b'Wb), tau the t quantile on tr(O_r)^2 / tr(O_r O_r) df
+    (found by root search); each clipped to [1, G - 1].
+    """
+    from scipy import optimize
+    from scipy import stats as st
+
+    m = np.array([x for x in m if x > 0], dtype=float)
+    G, N = len(m), m.sum()
+    V = np.diag(m * (1 + (m - 1) * icc))
+    S = V.sum()
+    A = np.eye(G) - np.outer(m / N, np.ones(G))
+    cov_e = A @ V @ A.T
+    b = A @ V @ np.ones(G) / S
+    cov_r = cov_e - np.outer(b, b) * S
+    W = np.diag(1 / (1 - m / N))
+    lam = np.linalg.eigvalsh(W**0.5 @ cov_e @ W**0.5)
+    lam_r = np.linalg.eigvalsh(W**0.5 @ cov_r @ W**0.5)
+    spread = min(max(lam.sum() ** 2 / (lam_r**2).sum(), 1), G - 1)
+    q = 1 - (1 - level) / 2
+    tau = st.t.ppf(q, min(max(lam_r.sum() ** 2 / (lam_r**2).sum(), 1), G - 1))
+    c = (tau**2 * S / (lam_r.sum() + tau**2 * S * (b @ W @ b))) ** 0.5
+    if c <= st.t.ppf(q, G - 1):
+        ceiling = G - 1
+    elif c >= st.t.ppf(q, 1):
+        ceiling = 1.0
+    else:
+        ceiling = optimize.brentq(lambda d: st.t.ppf(q, d) - c, 1, G - 1, xtol=1e-14, rtol=1e-15)
+    return min(spread, ceiling)
+
+
 def reference_cellwise(counts, level=0.95):
-    """Plain-Python reference of the default interval, cell by cell, with Bell-McCaffrey's df from the G x G matrix.
+    """Plain-Python reference of the default interval, cell by cell, with the degrees of freedom from G x G matrices.
 
     CR2 variance sum_g (y_g - p m_g)^2 / (1 - h_g) / N^2; deff = variance / (p (1 - p) / N) floored at 1, capped
-    at sum m^2 / N; df = tr(O)^2 / tr(O O) of O = W^1/2 (diag m - m m' / N) W^1/2 (its eigenvalues, as the paper
-    writes it); the upper limit's df at most (clusters with records - 1) where deff > 1; Korn-Graubard beta
-    limits; the exact binomial bound on N for an empty (or full) cell.
+    at sum m^2 / N; the cell's icc = (deff - 1) / (cap - 1); df = reference_df; the upper limit's df at most
+    (Kish's effective clusters - 1) where the cell shows clustering; Korn-Graubard beta limits; the exact binomial
+    bound on N for an empty (or full) cell.
     """
     from scipy import stats as st
 
@@ -529,10 +569,6 @@ def reference_cellwise(counts, level=0.95):
     m = [sum(r) for r in counts]
     N = sum(m)
     h = [x / N for x in m]
-    omega = np.array([[((m[g] if g == j else 0) - m[g] * m[j] / N) / ((1 - h[g]) * (1 - h[j])) ** 0.5 for j in range(G)]
-                  for g in range(G)])  # fmt: skip
-    lam = np.linalg.eigvalsh(omega)
-    df = min(max(lam.sum() ** 2 / (lam**2).sum(), 1), G - 1)
     cap = max(1.0, sum(x * x for x in m) / N)
     a = 1 - level
     out = []
@@ -540,12 +576,14 @@ def reference_cellwise(counts, level=0.95):
         y = [r[k] for r in counts]
         p = sum(y) / N
         if p in (0, 1):
+            df = reference_df(m, 0.0, level)
             none = st.beta.ppf(1 - a / 2, 1, N)
             out.append((0.0, none, df, df) if p == 0 else (1 - none, 1.0, df, df))
             continue
         v = sum((y[g] - p * m[g]) ** 2 / (1 - h[g]) for g in range(G)) / N**2
         raw = v / (p * (1 - p) / N)
         deff = min(max(raw, 1.0), cap)
+        df = reference_df(m, (deff - 1) / (cap - 1) if cap > 1 else 0.0, level)
         carried = sum(1 for x in y if x > 0)
         worth = sum(y) ** 2 / sum(x * x for x in y)  # Kish's effective number of clusters
         df_up = min(df, max(worth - 1, 1)) if raw > 1 and sum(y) > carried else df
@@ -568,7 +606,7 @@ def test_it_computes_the_default_interval_like_a_plain_reference_cell_by_cell():
         assert iv.method == "beta_cr2_bm"
         for k, (lo, hi, df, df_up) in enumerate(reference_cellwise(d.counts.tolist(), level)):
             assert iv.low[k] == pytest.approx(lo, abs=1e-10) and iv.high[k] == pytest.approx(hi, abs=1e-10), k
-            assert iv.df[k] == pytest.approx(df, rel=1e-10) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-10)
+            assert iv.df[k] == pytest.approx(df, rel=1e-9) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-9)
     eff = stats.effective_sizes(d)
     assert eff.df_upper[4] == 1.0 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
     # Records each in a cluster of their own show no clustering: the upper limit keeps the design's df.
@@ -651,7 +689,8 @@ def test_it_matches_r_svyciprop_beta_on_the_worked_example():
     assert [round(x, 4) for x in iv.low[:3]] == [0.2785, 0.1121, 0.0158]
     assert [round(x, 4) for x in iv.high[:3]] == [0.8361, 0.6098, 0.2939]
     default = stats.cell_intervals(d, None)
-    assert [round(x, 4) for x in default.low] == [0.2341, 0.0927, 0.0093, 0.0]
+    assert [round(x, 4) for x in default.low] == [0.2034, 0.0791, 0.0078, 0.0]
+    assert [round(x, 2) for x in default.df] == [3.58, 3.71, 4.05, 4.6]
     assert [round(x, 4) for x in default.high] == [0.9021, 0.7187, 0.6737, 0.0881]
 
 
@@ -701,8 +740,76 @@ def test_it_takes_bell_mccaffrey_degrees_of_freedom_from_the_cluster_sizes():
     omega = np.sqrt(np.outer(w, w)) * (np.diag(m) - np.outer(m, m) / N)
     assert stats.bell_mccaffrey_df(skew) == pytest.approx(np.trace(omega) ** 2 / np.trace(omega @ omega), rel=1e-12)
     assert 1 < stats.bell_mccaffrey_df(skew) < 3
+    # Without clustering the default's degrees of freedom are these.
+    d = design([0, 1] * 150, [f"r{i // 2 % 12}" for i in range(250)] + [f"s{i // 2}" for i in range(50)], K=2)
+    eff = stats.effective_sizes(d)
+    assert eff.deff.tolist() == [1.0, 1.0] and eff.df.tolist() == [pytest.approx(stats.bell_mccaffrey_df(d.sizes))] * 2
+
+
+def test_it_gives_cells_without_variance_of_their_own_no_design_effect():
+    one = stats.effective_sizes(design([0, 1, 0, 2], ["a"] * 4, K=4))  # one cluster: no between-cluster variance
+    assert one.deff.tolist() == [1.0] * 4 and one.n_eff.tolist() == [4.0] * 4
+    single = stats.effective_sizes(design([0, 1, 0, 1, 2], ["a", "b", "c", "d", "e"], K=4))
+    assert single.deff_cap == 1.0 and single.deff.tolist() == [1.0] * 4  # one record per cluster; cell 3 empty
+    assert single.n_eff[3] == 5.0
+
+
+def test_it_reads_a_cells_intra_cluster_correlation_from_its_design_effect():
+    sizes = np.array([10, 5, 5])  # sum m^2 / N = 150 / 20 = 7.5, the design effect of full clustering
+    icc = stats.cell_icc(np.array([0.5, 1.0, 4.25, 7.5, 9.0]), sizes)
+    assert icc.dtype == np.float64 and icc.tolist() == [0.0, 0.0, 0.5, 1.0, 1.0]
+    assert stats.cell_icc(np.array([2.0]), np.array([1, 1, 1])).tolist() == [0.0]  # one record each: no clustering
+    assert stats.cell_icc(np.array([1.25]), np.array([2, 1, 1])).tolist() == [0.5]  # full clustering's deff is 1.5
+    assert stats.cell_icc(np.array([2.0]), np.array([0, 0])).tolist() == [0.0]
+
+
+def test_it_computes_the_degrees_of_freedom_like_the_matrix_reference():
+    one = np.array([600] + [6] * 150)
+    several = np.array([300, 250, 200, 150, 100] + [10] * 50)
+    extreme = np.array([250] + [1] * 50)
+    equal = np.array([4] * 10)
+    for sizes, iccs in ((one, [0.0, 0.2]), (several, [0.2]), (extreme, [1.0]), (equal, [0.5])):
+        for level in (0.95, 0.9):
+            got = stats.clustered_df(sizes, iccs, level=level)
+            assert got.shape == (len(iccs),)
+            for g, icc in zip(got, iccs, strict=True):
+                assert g == pytest.approx(reference_df(sizes, icc, level), rel=1e-8), (sizes[:3], icc, level)
+    for sizes, icc in ((np.array([10, 1, 1]), 0.5), (np.array([6, 2, 1]), 0.0)):  # a spread below 2
+        assert stats.clustered_df(sizes, [icc])[0] == pytest.approx(reference_df(sizes, icc), rel=1e-8)
+    # Clusters without records count for nothing, also in the clips.
+    assert (
+        stats.clustered_df(np.append(one, [0, 0]), [0.2, 0.0]).tolist() == stats.clustered_df(one, [0.2, 0.0]).tolist()
+    )
+    # The ceiling depends on the level (its quantile), the spread does not.
+    assert stats.clustered_df(extreme, [1.0], level=0.9)[0] != stats.clustered_df(extreme, [1.0])[0]
+    assert stats.clustered_df(np.array([5]), [0.3, 0.0]).tolist() == [1.0, 1.0]  # one cluster: 1
+    assert stats.clustered_df(np.array([3, 0, 3]), [0.0]).tolist() == [1.0]  # empty clusters do not count
+    assert stats.clustered_df(equal, [0.0, 0.9]) == pytest.approx([9.0, 9.0], rel=1e-12)  # equal sizes: G - 1, any icc
+
+
+def test_it_lets_a_dominant_repositorys_share_of_the_variance_count_as_known_up_to_its_ratio():
+    from scipy import stats as st
+
+    one = np.array([600] + [6] * 150)  # one repository holds 40% of the records
+    several = np.array([300, 250, 200, 150, 100] + [10] * 50)  # several large ones share the variance
+    for sizes in (one, several, np.array([4] * 10)):
+        # Independent records: the residuals are independent of the error, and the figure is Bell-McCaffrey's.
+        assert stats.clustered_df(sizes, [0.0])[0] == pytest.approx(stats.bell_mccaffrey_df(sizes), rel=1e-9)
+    # With clustering, the dominant repository's residual is most of both the error and the variance estimate:
+    # the t ratio cannot be large while the estimate is small, so far more than Bell-McCaffrey's 6 df (the
+    # one-repository-with-40% scenario over-covered at 97-97.5% on those 6)...
+    bm = stats.bell_mccaffrey_df(one)
+    assert bm < 7 and stats.clustered_df(one, [0.2])[0] > 4 * bm
+    # ... while several large repositories sharing the variance leave fewer than Bell-McCaffrey's.
+    assert stats.clustered_df(several, [0.2])[0] < 0.8 * stats.bell_mccaffrey_df(several)
+    # Past a share of 0.74 the dominant part's own ratio, 1 / sqrt(1 - h), exceeds the normal quantile: the t
+    # quantile of the df reaches it (the ceiling), instead of the 50 the spread alone would give.
     d = design([0] * 250 + [1] * 50, ["big"] * 250 + [f"s{i}" for i in range(50)], K=2)
-    assert stats.effective_sizes(d).df.tolist() == [stats.bell_mccaffrey_df(d.sizes)] * 2
+    eff = stats.effective_sizes(d)
+    assert stats.cell_icc(eff.deff, d.sizes).tolist() == [1.0, 1.0]
+    assert 5 < eff.df[0] < 7 and st.t.ppf(0.975, eff.df[0]) == pytest.approx(1 / np.sqrt(1 - 250 / 300), rel=1e-2)
+    assert st.t.ppf(0.95, stats.effective_sizes(d, level=0.9).df[0]) >= 1 / np.sqrt(1 - 250 / 300) - 1e-3
+    assert stats.cell_icc(np.array([1.0, 3.0]), np.array([1, 1, 1])).tolist() == [0.0, 0.0]  # no clustering possible
 
 
 def test_it_bounds_an_empty_cell_by_the_exact_binomial_on_all_records():
@@ -1437,6 +1544,24 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
     assert loo.detail["most_influential"] == {"side": "a", "cluster": "doi:10.1/big:x", "shift": shift}
 
 
+def test_it_takes_one_cells_difference_from_the_seeded_stream_of_both_kinds():
+    a, b = paper_like(3), paper_like(4)
+    for stream in (0, 2):
+        ra, rb = stats.replicate_blocks([a, b], B=300, seed=5, stream=stream, threads=1)
+        full = stats.diff_intervals(a, b, ra, rb)
+        kw = {"stream": stream} if stream else {}  # stream 0 is the default
+        iv = stats.bootstrap_diff_cell(a, b, 1, B=300, seed=5, **kw)
+        assert (iv.estimate, iv.low, iv.high) == (full.estimate[1], full.low[1], full.high[1])
+    assert stats.bootstrap_diff_cell(a, b, 1, B=300, seed=5, stream=2) != stats.bootstrap_diff_cell(
+        a, b, 1, B=300, seed=5
+    )
+
+
+def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
+    d = design([0, 0, 0, 1, 0, 0], ["a", "a", "b", "b", "c", "c"], K=3)  # cell 1: one record; cell 2: none
+    assert stats.effective_clusters(d).tolist() == [pytest.approx(25 / 9), 1.0, 0.0]
+
+
 # Equivalent mutants: survivors of `make mutation` judged to change nothing observable (mutant: reason).
 #   lib.stats.bootstrap.x__bca__mutmut_57: zeros_like(num, dtype=None) keeps num's float64
 #   lib.stats.bootstrap.x__bca__mutmut_59: zeros_like(num) keeps num's float64
@@ -1459,9 +1584,9 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
 #   lib.stats.interrater.x__pair_agreements__mutmut_32: a chance term exactly 1 - 1e-12 cannot arise from count shares
 #   lib.stats.interrater.x__one_sided_bounds__mutmut_84: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
 #   lib.stats.interrater.x__pair_data__mutmut_17: astype(None) is float64, as astype(float)
-#   lib.stats.interrater.x__pair_agreements__mutmut_54: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x__pair_agreements__mutmut_64: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x__pair_agreements__mutmut_65: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_56: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_66: a pair exists only where both coded a unit: its sample value is defined
+#   lib.stats.interrater.x__pair_agreements__mutmut_67: a pair exists only where both coded a unit: its sample value is defined
 #   lib.stats.interrater.x_agreement__mutmut_194: with two or more pairable units the sample percent agreement is defined
 #   lib.stats.interrater.x_agreement__mutmut_204: with two or more pairable units the sample percent agreement is defined
 #   lib.stats.interrater.x_agreement__mutmut_205: with two or more pairable units the sample percent agreement is defined
@@ -1470,3 +1595,64 @@ def test_it_finds_the_influential_cluster_when_its_name_holds_colons():
 #   lib.stats.designs.x_design_without__mutmut_26: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_29: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_30: the zipped sequences have equal length by construction
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_8: p meets float64 factors (n_lo, n_hi) before any use
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_10: p meets float64 factors (n_lo, n_hi) before any use
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_12: n_eff is multiplied by a float64 t-quantile ratio first
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_14: n_eff is multiplied by a float64 t-quantile ratio first
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_17: stdtrit casts df to float64; the >= 1 check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_19: stdtrit casts df to float64; the >= 1 check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_25: stdtrit casts df_upper to float64; the check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_27: stdtrit casts df_upper to float64; the check reads the same
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_101: the upper half of the lower limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_102: the upper half of the lower limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_103: the upper half of the lower limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_119: the lower half of the upper limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_120: the lower half of the upper limit's _beta_limits is discarded
+#   lib.stats.intervals.x_korn_graubard_limits__mutmut_121: the lower half of the upper limit's _beta_limits is discarded
+#   lib.stats.intervals.x_analytic_limits__mutmut_2: n matters only to the beta methods, which refuse n below 2 either way
+#   lib.stats.intervals.x_analytic_limits__mutmut_8: p meets float64 (n_eff, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_10: p meets float64 (n_eff, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_12: n_eff meets float64 (p, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_14: n_eff meets float64 (p, 0.5, z) in every branch before use
+#   lib.stats.intervals.x_analytic_limits__mutmut_106: the Wilson upper limit never exceeds 1
+#   lib.stats.intervals.x_bootstrap_diff_cell__mutmut_16: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_bootstrap_diff_cell__mutmut_21: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_bootstrap_diff_cell__mutmut_22: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_effective_clusters__mutmut_2: integer counts give the same sums; the division is float64
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_7: a size-0 cluster adds 0 to every sum, and the raw figure never
+#     exceeds (clusters with records - 1), so the wider clip never bites
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_11: with 2 clusters the clip to [1, G - 1] gives 1 as well
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_12: with 2 clusters the clip to [1, G - 1] gives 1 as well
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_42: (tr O)^2 / tr(O^2) of a non-zero PSD matrix is at least 1
+#   lib.stats.intervals.x_svyciprop_sizes__mutmut_2: integer counts meet float64 p before any arithmetic
+#   lib.stats.sensitivity_checks.x__capped__mutmut_56: the names are str: a str array's tolist() gives the same tuple
+#   lib.stats.sensitivity_checks.x__capped__mutmut_58: the names are str: a str array's tolist() gives the same tuple
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_53: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_58: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_61: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.intervals.x_cell_icc__mutmut_3: integer sizes give the same sums; their ratio is a true division
+#   lib.stats.intervals.x_cell_icc__mutmut_5: integer sizes give the same sums; their ratio is a true division
+#   lib.stats.intervals.x_cell_icc__mutmut_17: zeros either way
+#   lib.stats.intervals.x_cell_icc__mutmut_19: zeros either way
+#   lib.stats.intervals.x_cell_icc__mutmut_29: deff - 1 is divided by the float cap - 1
+#   lib.stats.intervals.x_cell_icc__mutmut_31: deff - 1 is divided by the float cap - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_4: integer sizes meet float64 (N, icc) before any power
+#   lib.stats.intervals.x_clustered_df__mutmut_6: integer sizes meet float64 (N, icc) before any power
+#   lib.stats.intervals.x_clustered_df__mutmut_13: icc meets the float64 sizes in V first
+#   lib.stats.intervals.x_clustered_df__mutmut_15: icc meets the float64 sizes in V first
+#   lib.stats.intervals.x_clustered_df__mutmut_18: with 2 clusters every clip is to [1, 1]
+#   lib.stats.intervals.x_clustered_df__mutmut_19: with 2 clusters every clip is to [1, 1]
+#   lib.stats.intervals.x_clustered_df__mutmut_94: tr(O_r^2) <= tr(O^2) <= (tr O)^2 (O >= O_r >= 0), so spread >= 1
+#   lib.stats.intervals.x_clustered_df__mutmut_95: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_102: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_119: a Satterthwaite ratio of a non-zero PSD matrix is at least 1
+#   lib.stats.intervals.x_clustered_df__mutmut_120: a Satterthwaite ratio never exceeds the rank, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_127: a Satterthwaite ratio never exceeds the rank, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_143: c between t_{G+1} and t_{G-1} inverts to a df above G - 1: clipped
+#   lib.stats.intervals.x_clustered_df__mutmut_146: where c <= top the inverse of top is G - 1 again (to 1e-9)
+#   lib.stats.intervals.x_clustered_df__mutmut_152: at c == top both branches give G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_153: spread is already clipped to G - 1, and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_157: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_170: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_effective_sizes__mutmut_3: integer counts meet float64 p before any arithmetic
+#   lib.stats.interrater.x__confusion_cells__mutmut_15: np.unique returns its counts as int64 already

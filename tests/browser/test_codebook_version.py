@@ -134,3 +134,21 @@ def test_heatmap_headers_wrap_between_words_at_1366(page, live_server, login, de
     expect(page.locator("table.heatmap").first).to_be_visible()
     assert page.evaluate(BROKEN_WORDS_JS, "table.heatmap thead th, table.heatmap tbody th") == []
     _shot(page, "analysis-heatmaps-1366")
+
+
+def test_the_overall_confusion_folds_the_least_used_whole_labels(page, live_server, login, demo, monkeypatch):
+    from annotate.analysis import coders
+
+    monkeypatch.setattr(coders, "CONFUSION_LABELS", 5)  # the demo's pairs use more whole labels than that
+    login("demo-owner")
+    for name, size in (("1366", DESKTOP), ("390", PHONE)):
+        page.set_viewport_size(size)
+        page.goto(f"{live_server.url}/studies/demo/agreement/?axis=overall#pairs-h")
+        table = page.locator("table.confusion").first
+        expect(page.locator(".folded-note").first).to_contain_text("used least are folded into the last row and column")
+        box = page.locator(".folded-note").first.bounding_box()
+        assert box and box["x"] + box["width"] <= size["width"]  # the note wraps within the page, never cut off
+        assert table.locator("thead th").count() == 1 + 5 + 1
+        expect(table.locator("tbody tr").last.locator("th")).to_contain_text("other whole labels")
+        assert table.locator("tbody tr").last.locator("td.diag").count() == 0  # the folded cell is no agreement
+        _shot(page, f"agreement-overall-folded-{name}")
