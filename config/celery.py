@@ -20,6 +20,6 @@ if not app.conf.broker_url:
 # Each package with Celery tasks; AnnotateConfig.ready() imports the same modules in every Django process.
 app.autodiscover_tasks(["annotate.jobs", "annotate.incidents.selectors", "annotate.analysis"])
 
-# Celery beat tends the jobs in its own process (config/beat.py, CELERY_BEAT_SCHEDULER); it has no
-# periodic tasks of its own.
+# Celery beat tends the jobs and sweeps for unindexed documents in its own process (config/beat.py,
+# CELERY_BEAT_SCHEDULER), so neither waits for a free worker; it has no periodic tasks of its own.
 app.conf.beat_schedule = {}
