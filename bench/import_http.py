@@ -160,12 +160,14 @@ class PgBackendCpu:
 
 
 def celery_worker(env: dict, queue: str) -> subprocess.Popen:
-    """A Celery worker as production runs it (prefork, one pool process per core it is given), on its own
-    queue so that no other worker on the broker takes the bench's jobs."""
+    """A Celery worker as production runs it (deploy/supervise.py: at one task at a time, the solo pool, which
+    runs the task in the worker itself; else prefork with a pool process per task), on its own queue so that
+    no other worker on the broker takes the bench's jobs."""
     concurrency = env.get("CELERY_CONCURRENCY", "1")
+    pool = ["--pool", "solo"] if concurrency == "1" and not env.get("FAULTLINE_WORKER_POOL") else []
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", concurrency, "--without-gossip",
-         "--without-mingle", "-l", "WARNING", "-Q", queue],
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", concurrency, *pool,
+         "--without-gossip", "--without-mingle", "-l", "WARNING", "-Q", queue],
         cwd=ROOT, env={**env, "FAULTLINE_CELERY_QUEUE": queue}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 

@@ -1,4 +1,5 @@
-"""Celery beat's scheduler, which also tends the jobs itself (annotate.jobs.runner.jobs_tend).
+"""Celery beat's scheduler, which also tends the jobs itself (annotate.jobs.runner.jobs_tend) and sweeps for
+documents left unsearchable (annotate.documents.services.search_index_sweep).
 
 Tending runs in the beat process rather than as a task so that it never
 waits for a free worker slot: when every worker is busy with long jobs, or
@@ -23,6 +24,7 @@ class TendingScheduler(PersistentScheduler):
 
         django.setup()
         self._next_tend = 0.0
+        self._next_sweep = 0.0
         super().setup_schedule()
 
     def _tend(self) -> None:
@@ -44,8 +46,31 @@ class TendingScheduler(PersistentScheduler):
         finally:
             close_old_connections()
 
+    def _sweep(self) -> None:
+        """Start a search_index job for each study whose documents no job will index. Here rather than as a
+        periodic task for the same reason as tending: it only starts jobs, and must not wait for a free worker."""
+        from django.conf import settings
+        from django.db import close_old_connections
+
+        from annotate.documents.services import search_index_sweep
+
+        self._next_sweep = time.monotonic() + settings.FAULTLINE_SEARCH_SWEEP_S
+        close_old_connections()
+        try:
+            started = search_index_sweep()
+        except Exception:  # the database is down: the next round tries again
+            log.warning("the search index sweep failed; trying again in %.0f s", settings.FAULTLINE_SEARCH_SWEEP_S,
+                        exc_info=True)  # fmt: skip
+        else:
+            if started:
+                log.warning("documents left unsearchable: search_index jobs %s started", [job.pk for job in started])
+        finally:
+            close_old_connections()
+
     def tick(self, *args, **kwargs):
         if time.monotonic() >= self._next_tend:
             self._tend()
+        if time.monotonic() >= self._next_sweep:
+            self._sweep()
         wait = super().tick(*args, **kwargs)
-        return min(wait, max(0.2, self._next_tend - time.monotonic()))
+        return min(wait, max(0.2, min(self._next_tend, self._next_sweep) - time.monotonic()))

@@ -278,6 +278,9 @@ FAULTLINE_JOB_MAX_ATTEMPTS = envint("FAULTLINE_JOB_MAX_ATTEMPTS", 5)
 FAULTLINE_REQUEUE_EVERY_S = envfloat("FAULTLINE_REQUEUE_EVERY_S", 30.0)
 CELERY_BEAT_SCHEDULER = "config.beat:TendingScheduler"
 FAULTLINE_REQUEUE_AFTER_S = envfloat("FAULTLINE_REQUEUE_AFTER_S", 30.0)
+# Beat also looks every FAULTLINE_SEARCH_SWEEP_S for studies with documents no search_index job will make
+# searchable (its job failed, or was lost) and starts one (annotate.documents.services.search_index_sweep).
+FAULTLINE_SEARCH_SWEEP_S = envfloat("FAULTLINE_SEARCH_SWEEP_S", 60.0)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("FAULTLINE_CELERY_QUEUE", "celery")
 # The queue of the bootstrap chunks. Empty: the default queue. Set it (e.g. "analysis") to run
 # the analysis on workers of its own (`celery -A config worker -Q analysis`), on other machines.

@@ -186,3 +186,28 @@ print(json.dumps({"before": before, "after": sorted(m for m in names if m in sys
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"before": [], "after": ["matplotlib", "scipy", "sklearn"]}
+
+
+def test_celery_processes_start_without_the_views_and_register_every_task():
+    """A Celery worker or beat loads its task modules (the webhook delivery's too) and skips Django's system checks,
+    which would import the URLconf with every view, DRF and numpy (37 MB each); `migrate` runs them before start."""
+    code = """
+import json, sys
+from config.celery import app
+import django; django.setup()
+app.loader.import_default_modules()
+app.finalize(auto=True)
+views = ("numpy", "rest_framework.serializers", "annotate.views.analysis", "api.urls")
+print(json.dumps({"loaded": sorted(m for m in views if m in sys.modules),
+                  "tasks": sorted(t for t in app.tasks if t.startswith("annotate."))}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "CELERY_SKIP_CHECKS"}
+    env.update(FAULTLINE_DEV="1", DJANGO_SETTINGS_MODULE="config.settings")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["loaded"] == []
+    assert {
+        "annotate.tasks.run_job",
+        "annotate.tasks.deliver_webhook",
+        "annotate.analysis_tasks.bootstrap_chunk",
+    } <= set(got["tasks"])

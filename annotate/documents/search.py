@@ -6,8 +6,11 @@ configuration) with a GIN index, filled by a trigger on every write of a title o
 body (migrations 0002 and 0016). An import defers it (`search_defer`): its
 documents are written with no vector, codable at once, and the `search_index`
 job fills their vectors in batches afterwards (search_vectors_fill); until then
-search does not find them and the page says how many are still being indexed
-(search_pending). The embedded SQLite default keeps an FTS5 table
+the search page does not find them and says how many are still being indexed
+(search_pending), while exports and API lists filtered by words compute the
+vectors of those documents for the query (document_matches). A job that failed
+is started again by beat's sweep (annotate.documents.services.search_index_sweep).
+The embedded SQLite default keeps an FTS5 table
 (`annotate_document_fts`, porter stemmer) in step with triggers, never deferred.
 
 The query language is the same on both and is parsed here, never by the engine:
@@ -39,6 +42,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from annotate.models import Document
 
+# The job kind of the follow-up that makes an import's documents searchable (stored in Job.kind: never rename).
+SEARCH_INDEX_JOB = "search_index"
 SEARCH_BODY_CHARS = 100_000  # what is indexed of a body (the SQL below spells it out)
 SEARCH_CANDIDATES = 1000  # the newest matches that are ranked (see the module docstring)
 FTS_TABLE = "annotate_document_fts"
@@ -174,11 +179,18 @@ def _fts_query(query: SearchQuery) -> str:
 
 def document_matches(documents: QuerySet[Document], text: str) -> QuerySet[Document]:
     """`documents` (any filtered queryset) narrowed to all those matching `text`, unranked and unordered.
-    An empty query matches nothing."""
+    An empty query matches nothing.
+
+    Exports and the API's lists filter with it, and they include the documents still waiting for their
+    search vectors (search_pending): their vector is computed for the query, exactly as the search_index
+    job will store it. A researcher exporting "timeout" right after an import gets every matching document,
+    and the same file as an hour later: not a partial set that depends on when the job ran, nor the
+    different matches of a plain substring search (no stemming, no phrases), nor a refusal to wait out.
+    It costs what indexing them costs (about 0.4 ms per pending 2 KB document), only while they wait."""
     query = search_parse(text)
     if query.empty:
         return documents.none()
-    return documents.filter(_matches(query))
+    return documents.filter(_matches(query, pending=True))
 
 
 class _DocumentSQL(Expression):
@@ -195,9 +207,16 @@ class _DocumentSQL(Expression):
         return self.template.format(doc=doc), list(self.params)
 
 
-def _matches(query: SearchQuery) -> Expression:
+def _matches(query: SearchQuery, *, pending: bool = False) -> Expression:
+    """With `pending` (PostgreSQL), documents whose vector the search_index job has still to fill match too
+    when the vector it will store matches: the same answer as once indexing is done, at the cost of computing
+    the vectors of the study's pending documents for the query (see document_matches)."""
     if connection.vendor == "postgresql":
         tsquery, params = _pg_tsquery(query)
+        if pending:
+            sql = ("({doc}.search @@ " + tsquery + " OR ({doc}.search IS NULL AND "
+                   + VECTOR_SQL + " @@ " + tsquery + "))")  # fmt: skip
+            return _DocumentSQL(sql, [*params, *params], BooleanField())
         return _DocumentSQL("{doc}.search @@ " + tsquery, params, BooleanField())
     sql = "{doc}.id IN (SELECT rowid FROM annotate_document_fts WHERE annotate_document_fts MATCH %s)"
     return _DocumentSQL(sql, [_fts_query(query)], BooleanField())

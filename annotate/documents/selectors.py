@@ -9,12 +9,15 @@ it reads at 10,000.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from annotate.documents import search
 from annotate.documents.search import (
+    SEARCH_INDEX_JOB,
     document_search,
     search_after,
     search_cursor,
@@ -22,7 +25,7 @@ from annotate.documents.search import (
     search_snippets,
     search_study,
 )
-from annotate.models import Document, DocumentKind, Episode, Split, Study
+from annotate.models import Document, DocumentKind, Episode, Job, JobStatus, Split, Study
 
 PAGE_SIZE = 50
 COUNT_LIMIT = 1000  # the list counts its matches up to here, and shows "1,000+" beyond
@@ -71,6 +74,8 @@ class DocumentPage:
     candidates_cut: bool = False  # a search found more than `candidate_limit` matches: only the newest were ranked
     candidate_limit: int = 0
     search_pending: int = 0  # a search: the study's documents still being indexed, which it cannot find yet
+    search_failed: bool = False  # their indexing failed, and no job is indexing them now
+    search_retry_at: datetime | None = None  # then: when the sweep tries again (None: at its next round)
     next_after: int | str | None = None  # an id, or "rank:id" for a search
     prev_before: int | None = None
     episodes: dict[int, dict] = field(default_factory=dict)
@@ -158,6 +163,10 @@ def _search_page(study: Study, filters: DocumentFilters, *, after: str, visible:
         page.next_after = search_cursor(page.rows[-1])
     page.snippets = search_snippets([d.pk for d in page.rows], filters.q)
     page.search_pending = search_pending(study.pk)
+    if page.search_pending:
+        retry_at = search_index_stalled(study.pk)
+        page.search_failed = retry_at is not None
+        page.search_retry_at = retry_at if retry_at is not None and retry_at > timezone.now() else None
     _episode_stats(page, visible)
     return page
 
@@ -179,3 +188,44 @@ def _episode_stats(page: DocumentPage, visible: Q | None) -> None:
 
 def document_labels(document: Document) -> list[str]:
     return [name for name in document.labels.strip(",").split(",") if name]
+
+
+# A study whose search_index job failed gets a new one from the sweep after SEARCH_RETRY_BASE_S, then twice as long
+# after each further failure in a row, up to SEARCH_RETRY_MAX_S: a passing fault (a restarted server, a full disk)
+# heals without anyone starting a job, and one that persists costs a retry an hour, not a job per sweep.
+SEARCH_RETRY_BASE_S = 60
+SEARCH_RETRY_MAX_S = 3600
+
+
+def search_retry_after(*, failures: int) -> timedelta:
+    """How long after the last of `failures` search_index failures in a row the sweep starts another."""
+    return timedelta(seconds=min(SEARCH_RETRY_MAX_S, SEARCH_RETRY_BASE_S * 2 ** max(0, failures - 1)))
+
+
+def search_index_failures(study_id: int) -> tuple[int, Job | None]:
+    """The study's search_index jobs that failed since its last successful one (how many, and the latest)."""
+    jobs = Job.objects.filter(study_id=study_id, kind=SEARCH_INDEX_JOB)
+    last_success = jobs.filter(status=JobStatus.SUCCESS).order_by("-pk").values_list("pk", flat=True).first()
+    failed = jobs.filter(status=JobStatus.FAILED)
+    if last_success is not None:
+        failed = failed.filter(pk__gt=last_success)
+    latest = failed.order_by("-pk").first()
+    return (failed.count() if latest else 0), latest
+
+
+def search_retry_at(study_id: int) -> datetime | None:
+    """When the sweep will next start indexing a study whose last search_index job failed, else None."""
+    failures, latest = search_index_failures(study_id)
+    if latest is None:
+        return None
+    return (latest.finished_at or latest.created_at) + search_retry_after(failures=failures)
+
+
+def search_index_stalled(study_id: int) -> datetime | None:
+    """For a study with documents still waiting for their vectors: when indexing them will be tried again, if
+    its last search_index job failed and none is waiting or running now; else None (indexing is under way)."""
+    unfinished = Job.objects.filter(study_id=study_id, kind=SEARCH_INDEX_JOB,
+                                    status__in=(JobStatus.PENDING, JobStatus.RUNNING))  # fmt: skip
+    if unfinished.exists():
+        return None
+    return search_retry_at(study_id)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
+from django.utils import timezone
 
-from annotate.documents.search import VECTOR_SQL, search_pending
+from annotate.documents.search import SEARCH_INDEX_JOB, VECTOR_SQL, search_pending
+from annotate.documents.selectors import search_retry_at
 from annotate.models import Document, Episode, Job, JobStatus, Split, Study
 from annotate.studies.services import queue_key_for, study_data_changed
 
@@ -93,8 +96,6 @@ def episode_delete(*, episode: Episode) -> None:
     study_data_changed(study_id=locked.study_id)
 
 
-# The job kind of the follow-up that makes an import's documents searchable (stored in Job.kind: never rename).
-SEARCH_INDEX_JOB = "search_index"
 # Documents whose vectors one transaction of the search_index job fills: large enough that the GIN index takes
 # its entries in bulk from its pending list, small enough that a batch commits in well under a second.
 SEARCH_FILL_BATCH = 2000
@@ -174,3 +175,44 @@ def search_index_queue(*, study: Study) -> Job | None:
         return None
     waiting = Job.objects.filter(study=study, kind=SEARCH_INDEX_JOB, status=JobStatus.PENDING).first()
     return waiting or job_start(kind=SEARCH_INDEX_JOB, study=study)
+
+
+# Jobs that write documents with deferred vectors and queue their own search_index job when they end: while one
+# of a study's is unfinished, the sweep leaves that study alone rather than index under a live import.
+SEARCH_DEFERRING_JOBS = ("import", "import_traces")
+_UNFINISHED = (JobStatus.PENDING, JobStatus.RUNNING)
+
+
+def search_index_sweep(*, now: datetime | None = None) -> list[Job]:
+    """PostgreSQL: a search_index job for every study that has documents without a search vector and nothing
+    that will fill them: no search_index job waiting or running, no import still writing, and, after failed
+    search_index jobs, once the back-off (search_retry_after) has passed. Returns the jobs started.
+
+    Beat runs it every FAULTLINE_SEARCH_SWEEP_S (config/beat.py), so documents a failed or lost job left
+    unsearchable become searchable without waiting for the study's next import."""
+    if connection.vendor != "postgresql":
+        return []
+    now = now or timezone.now()
+    # One probe per study through the partial index of pending documents: a study none of whose documents
+    # wait costs one index lookup that finds nothing.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.id FROM annotate_study s WHERE EXISTS (SELECT 1 FROM annotate_document d "
+            "WHERE d.study_id = s.id AND d.search IS NULL) ORDER BY s.id"
+        )
+        waiting = [row[0] for row in cursor.fetchall()]
+    if not waiting:
+        return []
+    busy = set(
+        Job.objects.filter(study_id__in=waiting, status__in=_UNFINISHED)
+        .filter(kind__in=(SEARCH_INDEX_JOB, *SEARCH_DEFERRING_JOBS))
+        .values_list("study_id", flat=True)
+    )
+    started = []
+    for study in Study.objects.filter(pk__in=[pk for pk in waiting if pk not in busy]).order_by("pk"):
+        retry_at = search_retry_at(study.pk)
+        if retry_at is not None and retry_at > now:
+            continue
+        with transaction.atomic():
+            started.append(search_index_queue(study=study))
+    return [job for job in started if job is not None]

@@ -7,11 +7,14 @@ import re
 from collections.abc import Iterator
 from typing import IO, Any
 
+import orjson
+
 from annotate.documents.render import safe_link
 from annotate.imports.parsed import ImportFileError, Record, Skip, _type_name, clean_text, record_clean
 from annotate.models import DocumentKind
 
 _CHUNK = 1 << 20
+_NOT_ON_ITS_LINE = object()
 _API_REPO = re.compile(r"/repos/([^/\s]+)/([^/\s]+?)(?:/|$)")
 _HTML_ITEM = re.compile(r"^https?://[^/]+/([^/\s]+)/([^/\s]+)/(issues|pull|pulls)/(\d+)")
 
@@ -133,6 +136,9 @@ class _JsonStream:
         self.counted_line = 1
         self.eof = False
         self.decoder = json.JSONDecoder()
+        # Values one a line (JSON Lines; arrays written an item a line, as json.dumps per item and most export
+        # tools write them) are read whole by orjson, until a value turns out not to end its line.
+        self.by_line = True
 
     def _more(self) -> bool:
         if self.eof:
@@ -166,9 +172,39 @@ class _JsonStream:
             if not self._more():
                 return ""
 
+    def _line_value(self) -> Any:
+        """The value starting here if it is all that is left of its line (a comma after it aside), decoded by
+        orjson, three times faster than json on an issue; else _NOT_ON_ITS_LINE, and lines are not tried again.
+
+        A line break can only stand between tokens, so such a line holds exactly one value, and orjson accepts
+        only what json reads the same way: anything else it refuses (NaN, a lone surrogate, an integer past
+        64 bits, a line holding more or less than a value) goes to json below, which decides as before."""
+        nl = self.buf.find("\n", self.pos)
+        while nl == -1 and len(self.buf) - self.pos < _CHUNK and self._more():
+            nl = self.buf.find("\n", self.pos)
+        if nl == -1 and not self.eof:  # a line longer than a chunk: the whole array on one line, say
+            self.by_line = False
+            return _NOT_ON_ITS_LINE
+        segment = self.buf[self.pos : nl if nl != -1 else len(self.buf)].rstrip()
+        if segment.endswith(","):
+            segment = segment[:-1].rstrip()
+        try:
+            if segment[:1] not in ("{", "["):
+                raise orjson.JSONDecodeError("not an object", segment, 0)
+            obj = orjson.loads(segment)
+        except orjson.JSONDecodeError:
+            self.by_line = False
+            return _NOT_ON_ITS_LINE
+        self.pos += len(segment)  # just after the value: the comma, if any, is the caller's
+        return obj
+
     def value(self, n: int) -> tuple[Any, int]:
         """Decode the value starting here; returns it with its line number."""
         start_line = self.line_at(self.pos)
+        if self.by_line:
+            obj = self._line_value()
+            if obj is not _NOT_ON_ITS_LINE:
+                return obj, start_line
         while True:
             try:
                 obj, end = self.decoder.raw_decode(self.buf, self.pos)

@@ -27,6 +27,7 @@ def import_writers() -> int:
 
 
 _END = object()
+EARLY_BACKLOG = 4  # batches
 
 
 class _RolledBack(Exception):
@@ -51,7 +52,10 @@ class _EarlyWriters:
 
     def __init__(self, n: int, *, study: Study, fresh: bool, batches: _Batches, on_batch) -> None:
         self.study, self.fresh, self.batches, self.on_batch = study, fresh, batches, on_batch
-        self.todo: Queue = Queue(maxsize=n)
+        # Room for a few batches more than there are writers: a batch the parse offers while every writer is busy
+        # waits here for one rather than being read back from the spool later (decoding a spooled batch costs a
+        # fifth of what parsing it did). A few batches of memory, whatever the size of the file.
+        self.todo: Queue = Queue(maxsize=n + EARLY_BACKLOG)
         self.failed = threading.Event()
         self.commit = False
         self.errors: list[BaseException] = []

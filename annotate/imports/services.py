@@ -20,6 +20,7 @@ from annotate.models import Document, Study
 from lib.db.prefetch import prefetched
 
 ProgressFn = Callable[[int, int], None]
+SPOOL_READ_BUFFER = 4 << 20
 
 
 def import_file(
@@ -95,7 +96,9 @@ def _spooled(
 def _pending(spool: Path, batches: _Batches) -> Iterator[tuple[int, list, dict]]:
     """The spool's batches still to write, as (index, records, digests)."""
     position = 0
-    with spool.open("rb") as lines:
+    # A large buffer: a spooled batch is one line of megabytes, which the default 8 KB buffer reads in
+    # hundreds of system calls, each giving up the GIL to the writer threads and waiting to get it back.
+    with spool.open("rb", buffering=SPOOL_READ_BUFFER) as lines:
         for index, line in enumerate(lines):
             if batches.committed(index):
                 # Written early, or before a restart: not worth decoding. (`position` is only read

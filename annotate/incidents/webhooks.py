@@ -31,7 +31,6 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -153,6 +152,8 @@ def _post(url: str, address: str, body: bytes, headers: dict[str, str]) -> tuple
     Returns the status and, for a failure, at most KEEP_ANSWER_BYTES of the answer; a
     receiver that answers with megabytes is never read further.
     """
+    import httpx  # here, not at the top: with its command line (rich, pygments) 20 MB in every web process
+
     parts = urlsplit(url)
     host = f"[{address}]" if ":" in address else address
     netloc = f"{host}:{parts.port}" if parts.port else host
@@ -195,6 +196,8 @@ def webhook_attempt(
         "X-Faultline-Attempt": str(attempt),
         "X-Faultline-Timestamp": timestamp,
     }
+    import httpx
+
     status_code, error = None, ""
     try:
         if not study.webhook_secret:
