@@ -39,6 +39,6 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("annotate", "0017_analysis_results")]
+    dependencies = [("annotate", "0020_suggestion_language_capped")]
 
     operations = [migrations.RunPython(forward, backward)]
