@@ -186,6 +186,25 @@ def _version_arrays(study: Study, version: str | None) -> tuple[list, Axes, Code
     return versions, axes, coder_arrays(study, axes, coding_rows_before(chosen.migration))
 
 
+def _pairs(res, arr, labels: tuple, axis: str) -> list[dict]:
+    """Each coder pair's agreement and confusion (the overall axis's folded to its most-used labels)."""
+    return [
+        {
+            "a": arr.coders[pr.coder_a][1],
+            "b": arr.coders[pr.coder_b][1],
+            "n": pr.n,
+            "percent_agreement": _est(pr.percent),
+            "cohen_kappa": _est(pr.kappa),
+            "confusion": _confusion(
+                pr,
+                labels + ("",) * (pr.categories - len(labels)),
+                limit=CONFUSION_LABELS if axis == "overall" else None,
+            ),
+        }
+        for pr in res.pairs
+    ]
+
+
 def agreement_document(
     study: Study, *, bootstrap: int = AGREEMENT_B, seed: int = 0, level: float = LEVEL, version: str | None = None
 ) -> dict:
@@ -216,21 +235,7 @@ def agreement_document(
                 "fleiss_kappa": _est(res.fleiss_kappa),
                 "krippendorff_alpha": _est(res.krippendorff_alpha),
                 "gwet_ac1": _est(res.gwet_ac1),
-                "pairs": [
-                    {
-                        "a": arr.coders[pr.coder_a][1],
-                        "b": arr.coders[pr.coder_b][1],
-                        "n": pr.n,
-                        "percent_agreement": _est(pr.percent),
-                        "cohen_kappa": _est(pr.kappa),
-                        "confusion": _confusion(
-                            pr,
-                            labels + ("",) * (pr.categories - len(labels)),
-                            limit=CONFUSION_LABELS if axis == "overall" else None,
-                        ),
-                    }
-                    for pr in res.pairs
-                ],
+                "pairs": _pairs(res, arr, labels, axis),
             }
         )
         if axis == "failure_type" and res.enough:
