@@ -82,8 +82,11 @@ def test_an_import_and_a_suggestion_batch_survive_their_worker_being_killed_whol
     llm.delay_s = 0.2
     # Two chunks are answered and committed; the third chunk's first request hangs until the worker is killed.
     llm.script, llm.default, llm.hang_s = ["valid"] * (2 * CHUNK["openai"]), "hang", 120
+    # One writer: batches commit one at a time, as the test needs to catch the import between two of them. With
+    # two, the writers that work during the parse commit together when it ends, which on a quiet machine can be
+    # the whole file at once (annotate.imports._threads._EarlyWriters).
     env = job_env(private_redis, "kill", OPENAI_API_KEY="test-key", OPENAI_BASE_URL=llm.base_url,
-                  FAULTLINE_LLM_CONCURRENCY="1", **runs_counted.env)  # fmt: skip
+                  FAULTLINE_LLM_CONCURRENCY="1", FAULTLINE_IMPORT_WRITERS="1", **runs_counted.env)  # fmt: skip
     # Stored pending, as requests during a broker outage leave them: beat hands them to the worker.
     batch = Job.objects.create(
         kind="suggest", study=study, created_by=alice, params={"backend": "openai", "limit": limit}
