@@ -68,7 +68,7 @@ def test_it_reads_back_a_fitted_prior_exactly_and_learns_words_from_fictional_is
     data = json.loads(json.dumps(fit_prior.fit(spec, items, sims, list(r.english), params)))
     prior = cp._build(spec, data)
     assert prior is not None and prior.word_weight == 0.5
-    p = cp.word_probabilities(prior, ["an endless loop: the same tool call repeated", "the API returned 503 unavailable"])
+    p = cp.word_probabilities(prior, ["an endless loop: the same tool call repeated", "the API returned 503 error"])
     codes = list(spec.type_codes)
     assert codes[int(np.argmax(p[0]))] == "CTL-01" and codes[int(np.argmax(p[1]))] == "EXT-01"
     # Type frequencies: both seen types get more prior mass than an unseen one.
@@ -98,4 +98,3 @@ def test_the_repository_kind_moves_the_source_towards_framework_for_a_frameworks
     a_fw, a_other = suggester.suggest_texts([text, text], clusters=["langchain-ai/langchain", "acme/unknown-thing"])
     assert a_fw.candidates[0].failure_type == a_other.candidates[0].failure_type
     assert a_fw.candidates[0].source == "framework"
-
