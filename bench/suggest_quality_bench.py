@@ -268,7 +268,16 @@ def record_write(result: dict, *, source: str) -> None:
     keep = {k: result[k] for k in ("n", "split", "cold", "trained", "quotes_template_share")}
     keep["export"] = source
     RECORD.write_text(json.dumps(keep, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"recorded to {RECORD.relative_to(ROOT)}")
+    from annotate.suggestions import real_issues
+
+    real_issues.record.cache_clear()
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    start, end = "<!-- real-issues:start -->\n", "<!-- real-issues:end -->"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        readme.write_text(f"{head}{start}{real_issues.readme_block()}\n{end}{rest.split(end, 1)[1]}", encoding="utf-8")
+    print(f"recorded to {RECORD.relative_to(ROOT)} and README.md's real-issue block")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ A quote is *template* when it is any of:
   "Expected behavior" ...), or a `key: value` line whose key (four words at most) ends in a field name of an
   environment block ("Python version: 3.11", "LLM provider: x", "Sandbox: docker");
 - a checkbox: `[ ]` / `[x]` anywhere in it;
+- (inside a fenced code block only the last two apply: a `# ...` line there is a comment, `key:` is code)
 - cut inside a word: the character before its first or after its last letter in the text is a letter or digit;
 - not in the text at all (then it is not the report's words either).
 """
@@ -83,11 +84,12 @@ def quote_verdict(quote: str, text: str) -> QuoteVerdict:
     line_end = text.find("\n", at)
     line = text[line_start : len(text) if line_end < 0 else line_end]
     after = text[(len(text) if line_end < 0 else line_end + 1) :].split("\n", 1)[0]
-    if _HEADING.match(line) or _HEADING.match(first_line):
+    in_code = text[:at].count("```") % 2 == 1  # inside a fenced block a "# ..." line is a comment, not a heading
+    if not in_code and (_HEADING.match(line) or _HEADING.match(first_line)):
         return QuoteVerdict(True, "heading")
     if re.fullmatch(r"\s*(=+|-{3,})\s*", after) and line.strip() and text[line_start:at].strip() == "":
         return QuoteVerdict(True, "heading")
-    if _BOLD_ALONE.match(first_line) or _LABEL_LINE.match(first_line):
+    if not in_code and (_BOLD_ALONE.match(first_line) or _LABEL_LINE.match(first_line)):
         return QuoteVerdict(True, "heading")
     if _CHECKBOX.search(q):
         return QuoteVerdict(True, "checkbox")

@@ -78,6 +78,9 @@ MAX_EVIDENCE_CHARS = 300
 # Words that match across unrelated reports ("exceeded", "error", "agent") name no indicator alone.
 MIN_INDICATOR_WORDS = 2
 _LABEL_ONLY = re.compile(r"^\s*[\w .()-]{1,40}:\s*$")
+# A claim that opens with what is left of a form label ("To Reproduce**", "Sandbox:** none", "log:" on its own
+# line) or a heading marker is the template speaking, whatever follows it.
+_LABEL_RESIDUE = re.compile(r"^\s*(?:#{1,6}\s|[\w ()/.-]{1,40}(?::\s*\*\*|\*\*\s*:?|:\s*\n))")
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -304,7 +307,7 @@ def _claims(text: str) -> list[tuple[str, frozenset[str]]]:
         claim = text[span.start : span.end][:MAX_EVIDENCE_CHARS]
         if span.end - span.start > MAX_EVIDENCE_CHARS:
             continue  # a cut claim could end inside a word
-        if _LABEL_ONLY.match(claim):
+        if _LABEL_ONLY.match(claim) or _LABEL_RESIDUE.match(claim):
             continue  # "except Exception:", "Output:": a line that only introduces what follows claims nothing
         out.append((claim, frozenset(_TOKEN.findall(claim.lower()))))
     return out

@@ -28,6 +28,11 @@ It should stop after two identical results.
 
 **Additional context:** we saw the same loop with a smaller model.
 The model returned: an empty plan, and then the run stopped.
+
+```python
+# the planner is called once per step
+services:
+```
 """
 
 BAD = [
@@ -46,6 +51,7 @@ BAD = [
     ("gent keeps calling the search tool", "cut word"),
     ("The agent keeps calling the search to", "cut word"),
     ("The agent never stops looping at all.", "not in the text"),
+    ("planner is called once per st", "cut word"),  # inside a fence, a cut word is still a cut word
 ]
 GOOD = [
     "The agent keeps calling the search tool with the same query until it hits the step limit.",
@@ -53,6 +59,7 @@ GOOD = [
     "we saw the same loop with a smaller model.",
     "The model returned: an empty plan, and then the run stopped.",
     "Start the agent with `max_steps=20`.",
+    "# the planner is called once per step",  # a code comment inside a fence, not a heading
 ]
 
 
