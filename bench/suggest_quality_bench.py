@@ -1,7 +1,7 @@
 """Suggestion quality on any labelled export: the local backend, cold and trained, against the most-common value.
 
     python bench/suggest_quality_bench.py PATH.jsonl [--codebook PATH] [--folds K] [--split S] [--holdout] [--quick]
-        [--record]
+        [--no-curve] [--record]
 
 PATH is `manage.py export --format jsonl` output (or bench/suggest_eval_set.py output).
 Rows whose label is usable (adjudicated, agreed or single-coder; not "none") are the
@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--split", default=None, help="only rows whose `split` column has this value (e.g. test)")
     parser.add_argument("--holdout", action="store_true", help="score the held-out fold only (look once)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 folds, no curve or active learning")
+    parser.add_argument("--no-curve", action="store_true", help="skip the learning curve and the queue-order check")
     parser.add_argument("--record", action="store_true", help=f"save the figures to {RECORD.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     if not args.path.exists():
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
         # The worse of the two: the same quote chooser serves both.
         "quotes_template_share": max(shares) if shares else None,
     }
-    if not args.quick and not args.holdout:
+    if not args.quick and not args.holdout and not args.no_curve:
         curve = learning_curve(spec, items)
         print("\nLearning curve (mean of 3 draws; top-1 per axis, type top-3):")
         for size, row in curve.items():

@@ -50,7 +50,7 @@ def rows(data: dict | None = None) -> list[dict]:
             {"measure": label, "cold": _pct(cold[key], cold["intervals"][key]),
              "trained": _pct(trained[key], trained["intervals"][key]),
              "floor": _pct(trained["baseline"][key], trained["baseline_intervals"][key]),
-             "p": "—" if p is None else f"{p:.3f}", "beats": p is not None and p < 0.05}
+             "p": "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}"), "beats": p is not None and p < 0.05}
         )  # fmt: skip
     return out
 
