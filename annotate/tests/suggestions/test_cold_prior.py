@@ -31,6 +31,17 @@ def test_the_shipped_prior_was_fitted_on_dev_split_repositories_only():
     assert all(len(row) <= 40 for row in data["words"]["coef"].values())
 
 
+def test_the_shipped_prior_was_fitted_on_the_committed_issues_csv():
+    import hashlib
+
+    from bench.real_issues.dataset import CSV_PATH, read_csv
+
+    data = cp.prior_data()
+    rows = read_csv(CSV_PATH)  # checks the split rule and the four final codes of every row
+    assert data["fitted_on"]["csv_sha256"] == hashlib.sha256(CSV_PATH.read_bytes()).hexdigest()
+    assert data["fitted_on"]["issues"] == sum(r.split == "dev" for r in rows)
+
+
 def test_it_knows_repository_kinds_by_table_name_and_codebook(spec):
     prior = cp.cold_prior(spec)
     assert cp.repo_kind("langchain-ai/langchain", None, spec) == "framework"
