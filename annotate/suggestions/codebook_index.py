@@ -255,13 +255,16 @@ def axis_table(index: CodebookIndex, axis: str, *, prior=_SHIPPED) -> np.ndarray
 def candidate_axis_prior(
     index: CodebookIndex, axis: str, p_type: np.ndarray, top: np.ndarray, clusters: list[str] | None, *, prior=_SHIPPED
 ) -> np.ndarray:
-    """P(axis value) for each candidate type (n x k x values): half the candidate's own values, half the values of
-    every type weighted by P(type) (which carries what the text says beyond its top type; chosen by grouped
-    cross-validation on the development split), reweighed by the kind of the text's repository."""
+    """P(axis value) for each candidate type (n x k x values): the candidate's own values, and where the fitted prior
+    applies, half those and half the values of every type weighted by P(type) (what the text says beyond its top
+    type; chosen by grouped cross-validation on the development split), reweighed by the repository's kind."""
+    prior = _prior(index, prior)
     table = axis_table(index, axis, prior=prior)
-    p = p_type / np.maximum(p_type.sum(axis=1, keepdims=True), 1e-12)
-    q = 0.5 * table[top] + 0.5 * (p @ table)[:, None, :]
-    q = q * context_factors(index, axis, clusters, top.shape[0], prior=prior)[:, None, :]
+    q = table[top]
+    if prior is not None:
+        p = p_type / np.maximum(p_type.sum(axis=1, keepdims=True), 1e-12)
+        q = 0.5 * q + 0.5 * (p @ table)[:, None, :]
+        q = q * context_factors(index, axis, clusters, top.shape[0], prior=prior)[:, None, :]
     return q / np.maximum(q.sum(axis=2, keepdims=True), 1e-12)
 
 
