@@ -194,6 +194,15 @@ class GitHubClient:
             params["since"] = since
         yield from self.pages(f"repos/{repo}/issues", params)
 
+    def issue(self, repo: str, number: int) -> dict[str, Any]:
+        """One issue, `GET /repos/{repo}/issues/{number}` (a pull request answers here too, marked `pull_request`)."""
+        if not _REPO.match(repo):
+            raise GitHubError(f"'{repo}' is not a repository name of the form OWNER/NAME")
+        data = self.get(f"repos/{repo}/issues/{int(number)}").json()
+        if not isinstance(data, dict):
+            raise GitHubError(f"expected an issue object for {repo}#{number}, got {type(data).__name__}")
+        return data
+
     def comments(self, item: dict[str, Any]) -> list[dict[str, Any]]:
         """All comments of an issue, oldest first."""
         url = item.get("comments_url")

@@ -6,10 +6,12 @@ bench's numbers mean the same thing:
 
 - per axis, top-1 and top-3 accuracy with Wilson intervals (lib.stats.wilson);
 - the most-common-value baseline, learnt on the training folds only and scored on
-  the test fold, so it is no more in-sample than the model;
+  the test fold, so it is no more in-sample than the model; the top-3 floor is the
+  three most common values (a hit when the answer is one of them);
 - whether the model beats that baseline at the 95% level: a one-sided exact
   McNemar (sign) test on the items where exactly one of the two is right;
-- the expected calibration error of the top-1 type confidence (ten equal bins).
+- the expected calibration error of the top-1 type confidence (ten equal bins),
+  with a percentile-bootstrap interval over the items.
 
 "not a failure" counts as one more value of the type axis; the other axes are
 measured on the items whose label has a value there.
@@ -66,6 +68,11 @@ class AxisScore:
     baseline_high: float | None
     better_p: float | None  # one-sided exact McNemar p-value, model top-1 better than the baseline
     beats_baseline: bool
+    # The top-3 floor: the three most common values of the training folds, against the model's top 3.
+    baseline3: float | None = None
+    baseline3_low: float | None = None
+    baseline3_high: float | None = None
+    better3_p: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -79,12 +86,16 @@ class Measurement:
     folds: int
     abstained: int = 0
     notes: tuple[str, ...] = field(default=())
+    ece_low: float | None = None
+    ece_high: float | None = None
 
     def as_dict(self) -> dict:
         return {
             "n": self.n,
             "folds": self.folds,
             "ece": self.ece,
+            "ece_low": self.ece_low,
+            "ece_high": self.ece_high,
             "abstained": self.abstained,
             "axes": {k: v.as_dict() for k, v in self.axes.items()},
             "notes": list(self.notes),
@@ -130,11 +141,22 @@ def audit_folds(n: int) -> int:
 
 
 def _majority(items: Sequence[LabelledText], f: str) -> str | None:
+    top = most_common(items, f, 1)
+    return top[0] if top else None
+
+
+def most_common(items: Sequence[LabelledText], f: str, k: int) -> list[str]:
+    """The k most common values of field f, most common first (ties: the smaller code, so it is deterministic)."""
     counts = Counter(i.code(f) for i in items if i.code(f))
-    if not counts:
-        return None
-    top = max(counts.values())
-    return min(c for c, n in counts.items() if n == top)  # ties: the smallest code, so it is deterministic
+    return sorted(counts, key=lambda c: (-counts[c], c))[:k]
+
+
+def floors(items: Sequence[LabelledText]) -> dict[str, str | list[str] | None]:
+    """The baseline predictions learnt from `items`: per field its most common value, and under "<field>@3" the
+    three most common values (the top-3 floor)."""
+    out: dict[str, str | list[str] | None] = {f: _majority(items, f) for f in FIELDS}
+    out.update({f"{f}@3": most_common(items, f, 3) for f in FIELDS})
+    return out
 
 
 def score(
@@ -149,7 +171,7 @@ def score(
             truth = item.code(f)
             if not truth:
                 continue
-            per[f].append((top1[f] == truth, truth in top3[f], base.get(f) == truth))
+            per[f].append((top1[f] == truth, truth in top3[f], base.get(f) == truth, truth in base.get(f"{f}@3", ())))
         if item.failure_type and c is not None:
             conf.append(c)
             correct.append(top1["failure_type"] == item.failure_type)
@@ -159,10 +181,14 @@ def score(
         h1 = sum(h[0] for h in hits)
         h3 = sum(h[1] for h in hits)
         hb = sum(h[2] for h in hits)
+        hb3 = sum(h[3] for h in hits)
         better = sum(h[0] and not h[2] for h in hits)
         worse = sum(h[2] and not h[0] for h in hits)
         p = sign_test(better, better + worse) if better + worse else None
-        w1, w3, wb = wilson(h1, n), wilson(h3, n), wilson(hb, n)
+        better3 = sum(h[1] and not h[3] for h in hits)
+        worse3 = sum(h[3] and not h[1] for h in hits)
+        p3 = sign_test(better3, better3 + worse3) if better3 + worse3 else None
+        w1, w3, wb, wb3 = wilson(h1, n), wilson(h3, n), wilson(hb, n), wilson(hb3, n)
         axes[f] = AxisScore(
             axis=f,
             n=n,
@@ -177,15 +203,42 @@ def score(
             baseline_high=_r(wb.high),
             better_p=_r(p),
             beats_baseline=p is not None and p < 1 - LEVEL,
+            baseline3=_r(wb3.value),
+            baseline3_low=_r(wb3.low),
+            baseline3_high=_r(wb3.high),
+            better3_p=_r(p3),
         )
     abstained = sum(1 for a in answers if not a.candidates and not a.not_a_failure)
+    conf_a, correct_a = np.array(conf, dtype=float), np.array(correct, dtype=bool)
+    low, high = calibration_interval(conf_a, correct_a)
     return Measurement(
         n=len(items),
         axes=axes,
-        ece=calibration_error(np.array(conf, dtype=float), np.array(correct, dtype=bool)),
+        ece=calibration_error(conf_a, correct_a),
         folds=folds,
         abstained=abstained,
+        ece_low=low,
+        ece_high=high,
     )
+
+
+def calibration_interval(
+    conf: np.ndarray, correct: np.ndarray, *, draws: int = 400, seed: int = 7
+) -> tuple[float | None, float | None]:
+    """A 95% percentile-bootstrap interval of the ECE, resampling items (vectorised over the draws)."""
+    if conf.size < 2:
+        return None, None
+    idx = np.random.default_rng(seed).integers(0, conf.size, size=(draws, conf.size))
+    c, y = conf[idx], correct[idx].astype(float)
+    bins = np.clip(np.digitize(c, BINS[1:-1]), 0, len(BINS) - 2)
+    ece = np.zeros(draws)
+    for b in range(len(BINS) - 1):
+        mask = bins == b
+        count = mask.sum(axis=1)
+        gap = np.abs((c * mask).sum(axis=1) - (y * mask).sum(axis=1))
+        ece += np.where(count > 0, gap, 0.0) / conf.size
+    lo, hi = np.quantile(ece, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
+    return _r(lo), _r(hi)
 
 
 def sign_test(k: int, n: int) -> float:
@@ -213,7 +266,7 @@ def cross_validate(
         test_idx = np.flatnonzero(fold == f)
         train = [items[i] for i in np.flatnonzero(fold != f)]
         test = [items[i] for i in test_idx]
-        base = {a: _majority(train, a) for a in FIELDS}
+        base = floors(train)
         for i, a in zip(test_idx, fit_predict(train, test), strict=True):
             answers[i] = a
             baselines[i] = base

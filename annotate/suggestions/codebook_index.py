@@ -27,6 +27,7 @@ from annotate.suggestions.base import (
     codebook_spec,
     reading,
 )
+from annotate.suggestions.cold_prior import ColdPrior, cold_prior, kind_factors, repo_kind, type_probabilities
 
 NAF = "__not_a_failure__"
 # Cold-start calibration, chosen on the development fold of the evaluation set
@@ -159,6 +160,8 @@ class Readings:
     covered: np.ndarray  # bool per text: a language the model reads
     # Highest top-1 confidence per text: 1 in English, under the floor when read through a word list.
     caps: np.ndarray | None = None
+    english: tuple[str, ...] = ()  # what the word space reads: the text as written, or its English rendering
+    in_english: tuple[bool, ...] = ()  # the text reads as English (not rendered through the glossary)
 
 
 def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readings:
@@ -192,6 +195,8 @@ def readings(index: CodebookIndex, texts: list[str], titles: list[str]) -> Readi
                 for ti, t, en in zip(titles, texts, english, strict=True)
             ]
         ),
+        english=tuple(word_combined),
+        in_english=tuple(english),
     )
 
 
@@ -217,14 +222,70 @@ def type_similarities(index: CodebookIndex, r: Readings) -> np.ndarray:
     return word + W_CHAR * _shrunk(r.X, char)
 
 
-def prior_type_probabilities(index: CodebookIndex, r: Readings) -> np.ndarray:
-    """P(type | text) from similarity to the codebook (n_texts x n_types).
+def match_mass(sims: np.ndarray) -> np.ndarray:
+    """Per text, the share of probability the codebook reading gives to any type rather than "matches nothing"."""
+    z = np.hstack([sims, np.full((sims.shape[0], 1), NO_MATCH_SIMILARITY)]) / PRIOR_TEMPERATURE
+    return 1.0 - _softmax_rows(z)[:, -1]
 
-    Rows sum to less than 1: the rest is the "matches nothing in the codebook" mass.
+
+def prior_type_probabilities(index: CodebookIndex, r: Readings) -> np.ndarray:
+    """P(type | text) before a study has labels (n_texts x n_types).
+
+    The codebook's reading (similarity to each type), and where the fitted prior applies
+    (annotate.suggestions.cold_prior) the type frequencies and word model learnt on the real-issue development
+    split beside it. Rows sum to less than 1: the rest is the "matches nothing in the codebook" mass, so a text
+    with no codebook term (a bare template, "Thanks, closing this.") stays unconfident.
     """
     sims = type_similarities(index, r)
-    z = np.hstack([sims, np.full((sims.shape[0], 1), NO_MATCH_SIMILARITY)]) / PRIOR_TEMPERATURE
-    return _softmax_rows(z)[:, :-1]
+    prior = cold_prior(index.spec)
+    if prior is None:
+        z = np.hstack([sims, np.full((sims.shape[0], 1), NO_MATCH_SIMILARITY)]) / PRIOR_TEMPERATURE
+        return _softmax_rows(z)[:, :-1]
+    # The word model was fitted on English reports: a glossary rendering of another language reads too few of its
+    # words, so those texts get the codebook reading and the type frequencies alone.
+    p = type_probabilities(prior, sims, list(r.english), words=np.array(r.in_english, dtype=bool))
+    return p * match_mass(sims)[:, None]
+
+
+_SHIPPED = object()  # the fitted prior of cold_prior.json (fit_prior.py passes a fold's prior instead)
+
+
+def _prior(index: CodebookIndex, prior) -> ColdPrior | None:
+    return cold_prior(index.spec) if prior is _SHIPPED else prior
+
+
+def axis_table(index: CodebookIndex, axis: str, *, prior=_SHIPPED) -> np.ndarray:
+    """P(axis value | type), n_types x n_values: learnt on the development split where the prior applies (smoothed
+    towards the codebook's typical values), else the codebook's typical values alone."""
+    prior = _prior(index, prior)
+    return index.axis_priors[axis] if prior is None else prior.axis_given_type[axis]
+
+
+def candidate_axis_prior(
+    index: CodebookIndex, axis: str, p_type: np.ndarray, top: np.ndarray, clusters: list[str] | None, *, prior=_SHIPPED
+) -> np.ndarray:
+    """P(axis value) for each candidate type (n x k x values): the candidate's own values, and where the fitted prior
+    applies, half those and half the values of every type weighted by P(type) (what the text says beyond its top
+    type; chosen by grouped cross-validation on the development split), reweighed by the repository's kind."""
+    prior = _prior(index, prior)
+    table = axis_table(index, axis, prior=prior)
+    q = table[top]
+    if prior is not None:
+        p = p_type / np.maximum(p_type.sum(axis=1, keepdims=True), 1e-12)
+        q = 0.5 * q + 0.5 * (p @ table)[:, None, :]
+        q = q * context_factors(index, axis, clusters, top.shape[0], prior=prior)[:, None, :]
+    return q / np.maximum(q.sum(axis=2, keepdims=True), 1e-12)
+
+
+def context_factors(
+    index: CodebookIndex, axis: str, clusters: list[str] | None, n: int, *, prior=_SHIPPED
+) -> np.ndarray:
+    """Per text, how the kind of its repository reweighs the axis values (n x n_values; ones when unknown)."""
+    prior = _prior(index, prior)
+    values = len(index.spec.axis_codes(axis))
+    if prior is None or not clusters:
+        return np.ones((n, values))
+    return kind_factors(prior, axis, [repo_kind(c, prior, index.spec) for c in clusters], values)
 
 
 def _axis_prior(spec: CodebookSpec, type_code: str | None, axis: str) -> np.ndarray:

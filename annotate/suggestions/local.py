@@ -32,6 +32,7 @@ indicator that matched and quote the sentence where it did.
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 
@@ -53,6 +54,7 @@ from annotate.suggestions.codebook_index import (
     NAF,
     Readings,
     _type_document,
+    candidate_axis_prior,
     codebook_index,
     prior_type_probabilities,
     readings,
@@ -69,7 +71,7 @@ from annotate.suggestions.local_model import (
     model_train,
 )
 
-LOCAL_VERSION = "local-6"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
+LOCAL_VERSION = "local-7"  # bump when scoring changes, so cached suggestions are not mistaken for new ones
 COLD_MODEL = "codebook-tfidf"
 DECLINED_LANGUAGE = "the text is in a language the local model does not read"
 READ_THROUGH_LEXICON = "not in English: read through a word list, so the confidence is kept under the floor"
@@ -78,6 +80,10 @@ MAX_EVIDENCE_CHARS = 300
 MIN_INDICATOR_WORDS = 2
 # A log line's support counts half a sentence's: quotes are the reporter's words when they say it.
 LOG_QUOTE_WEIGHT = 0.5
+_LABEL_ONLY = re.compile(r"^\s*[\w .()-]{1,40}:\s*$")
+# A claim that opens with what is left of a form label ("To Reproduce**", "Sandbox:** none", "log:" on its own
+# line) or a heading marker is the template speaking, whatever follows it.
+_LABEL_RESIDUE = re.compile(r"^\s*(?:#{1,6}\s|[\w ()/.-]{1,40}(?::\s*\*\*|\*\*\s*:?|:\s*\n))")
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -111,7 +117,7 @@ class LocalSuggester:
         spec, index = self.spec, self.index
         p_type = prior_type_probabilities(index, r)
         p_naf = np.zeros(len(texts))
-        p_axes = {a: (0.0, _marginal_axis_prior(index, p_type, a)) for a in AXES}
+        p_axes = {a: (0.0, _marginal_axis_prior(index, p_type, a, clusters)) for a in AXES}
         neighbours: list[list[int]] = [[] for _ in texts]
         if self.trained is None:
             return p_type, p_naf, p_axes, neighbours
@@ -150,6 +156,13 @@ class LocalSuggester:
                     full[:, codes.index(c)] = clf[:, j]
             # Not renormalised: the prior's "matches nothing" mass stays uncommitted.
             p_type = tmodel.weight * full + (1 - tmodel.weight) * p_type
+            bt = getattr(tmodel, "blend_temperature", 1.0)
+            if bt != 1.0:
+                # Calibrated as trained (annotate.suggestions.local_model._train_axis), within the committed mass.
+                both = np.hstack([p_type, p_naf[:, None]])
+                mass = both.sum(axis=1, keepdims=True)
+                both = _temper(both, bt) * mass
+                p_type, p_naf = both[:, :-1], both[:, -1]
         for axis in AXES:
             am = tm.axes.get(axis)
             if am is not None:
@@ -196,7 +209,7 @@ class LocalSuggester:
         p_type, p_naf, p_axes, neighbours = self._distributions(r, texts, titles, episode_ids, clusters, kinds)
         top = np.argsort(-p_type, axis=1, kind="stable")[:, :MAX_CANDIDATES]
         scale = _language_scale(p_type, top, r.caps)
-        picks = {axis: self._axis_picks(axis, top, p_axes, r.X) for axis in AXES}
+        picks = {axis: self._axis_picks(axis, top, p_type, p_axes, r.X, clusters) for axis in AXES}
         answers = []
         for i in range(n):
             if not r.covered[i]:
@@ -223,10 +236,11 @@ class LocalSuggester:
             answers.append(Answer(not_a_failure=naf, candidates=tuple(cands), notes=notes, language_capped=capped))
         return answers
 
-    def _axis_picks(self, axis: str, top: np.ndarray, p_axes, X) -> list[list[str]]:
-        """The axis value for each candidate: the type's typical values, then the classifier once trained."""
+    def _axis_picks(self, axis: str, top: np.ndarray, p_type, p_axes, X, clusters: list[str]) -> list[list[str]]:
+        """The axis value for each candidate: the type's values and the text's, reweighed by the repository's
+        kind (annotate.suggestions.codebook_index.candidate_axis_prior), then the classifier once trained."""
         codes = self.spec.axis_codes(axis)
-        prior = self.index.axis_priors[axis][top]  # n x k x values
+        prior = candidate_axis_prior(self.index, axis, p_type, top, clusters)  # n x k x values
         # Among equally typical values, the one whose definition reads closest to the text.
         closeness = (X @ self.index.axes[axis].T).toarray()[:, None, :]
         score = prior + 0.01 * closeness
@@ -311,6 +325,8 @@ def _claims(text: str) -> list[tuple[str, frozenset[str], bool]]:
         claim = text[span.start : span.end][:MAX_EVIDENCE_CHARS]
         if span.end - span.start > MAX_EVIDENCE_CHARS:
             continue  # a cut claim could end inside a word
+        if _LABEL_ONLY.match(claim) or _LABEL_RESIDUE.match(claim):
+            continue  # "except Exception:", "Output:": a line that only introduces what follows claims nothing
         out.append((claim, frozenset(_TOKEN.findall(claim.lower())), span.code))
     return out
 

@@ -17,6 +17,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import SGDClassifier
 from sklearn.preprocessing import normalize
 
+from annotate.suggestions._eval import calibration_error
 from annotate.suggestions.base import (
     AXES,
     CodebookSpec,
@@ -29,10 +30,13 @@ from annotate.suggestions.codebook_index import (
     SEED,
     CodebookIndex,
     Readings,
+    axis_table,
     codebook_index,
+    context_factors,
     prior_type_probabilities,
     readings,
 )
+from annotate.suggestions.cold_prior import cold_prior, repo_kind
 
 # --- the trained model -------------------------------------------------------------------------
 
@@ -45,6 +49,9 @@ class AxisModel:
     models: list[SGDClassifier]
     temperature: float
     weight: float  # weight of the classifier against the codebook prior
+    # A temperature on the blend of classifier and prior (ranks unchanged), so that the top value's confidence is
+    # calibrated on the out-of-fold predictions; models pickled before it have none (getattr default 1.0).
+    blend_temperature: float = 1.0
 
 
 @dataclass
@@ -75,6 +82,11 @@ def _context_tokens(index: CodebookIndex, cluster: str, kind: str) -> list[str]:
     """The cluster and kind as features, and which decision rules name the cluster (e.g. a framework's repo)."""
     parts = {p for p in re.split(r"[/\s_.-]+", cluster.lower()) if len(p) > 2}
     tokens = [f"cluster={cluster.lower()}", f"kind={kind}"] + [f"repo={p}" for p in parts]
+    # The kind of repository (a framework's own, a coding agent, a product built on a framework) carries over
+    # to repositories the study has no label from.
+    rk = repo_kind(cluster, cold_prior(index.spec), index.spec)
+    if rk:
+        tokens.append(f"repokind={rk}")
     for k, names in enumerate(index.rule_names):
         if parts & {w for n in names for w in n.split()}:
             tokens.append(f"rule-names-cluster={k}")
@@ -102,7 +114,7 @@ def _axis_features(index: CodebookIndex, r: Readings, p_type: np.ndarray, axis: 
     decision rule. With these a study learns, e.g., that its literature records are
     planning failures, or that issues of a framework's own repository are `framework`.
     """
-    prior = np.log(_marginal_axis_prior(index, p_type, axis) + 1e-3)
+    prior = np.log(_marginal_axis_prior(index, p_type, axis, clusters) + 1e-3)
     context = _SMALL_HASHER.transform([_context_tokens(index, c, k) for c, k in zip(clusters, kinds, strict=True)])
     rules = (r.X @ index.rules.T).toarray() * 3.0
     return sp.hstack([sp.csr_matrix(prior), context, sp.csr_matrix(rules)], format="csr").astype(np.float64)
@@ -164,7 +176,14 @@ def _train_axis(X, y: list[str], folds: np.ndarray, priors: np.ndarray, fit=None
         temperature = float(min(np.geomspace(0.2, 5.0, 30), key=lambda t: _nll(_temper(oof[seen], t), y_idx[seen])))
     cal = _temper(oof, temperature)
     weight = float(min(np.linspace(0.0, 1.0, 11), key=lambda w: _nll(w * cal + (1 - w) * priors, y_idx)))
-    return AxisModel(classes=classes, models=models, temperature=temperature, weight=weight), cal
+    blend = weight * cal + (1 - weight) * priors
+    hit = np.argmax(blend, axis=1) == y_idx
+    blend_temperature = float(
+        min(np.geomspace(0.5, 3.0, 16), key=lambda t: calibration_error(_temper(blend, t).max(axis=1), hit) or 0.0)
+    )
+    model = AxisModel(classes=classes, models=models, temperature=temperature, weight=weight,
+                      blend_temperature=blend_temperature)  # fmt: skip
+    return model, cal
 
 
 def _prior_on(classes: list[str], codes: tuple[str, ...], p: np.ndarray) -> np.ndarray:
@@ -190,10 +209,14 @@ class TrainingExample:
     kind: str = ""
 
 
-def _marginal_axis_prior(index: CodebookIndex, p_type: np.ndarray, axis: str) -> np.ndarray:
-    """P(axis value | text) from the codebook alone: the typical values of every type, weighted by P(type)."""
+def _marginal_axis_prior(
+    index: CodebookIndex, p_type: np.ndarray, axis: str, clusters: list[str] | None = None
+) -> np.ndarray:
+    """P(axis value | text) before labels: each type's values (annotate.suggestions.codebook_index.axis_table),
+    weighted by P(type), reweighed by the kind of the text's repository."""
     p = p_type / np.maximum(p_type.sum(axis=1, keepdims=True), 1e-12)
-    return p @ index.axis_priors[axis]
+    q = (p @ axis_table(index, axis)) * context_factors(index, axis, clusters, p.shape[0])
+    return q / np.maximum(q.sum(axis=1, keepdims=True), 1e-12)
 
 
 def model_train(spec: CodebookSpec, examples: list[TrainingExample]) -> TrainedModel:
@@ -238,7 +261,7 @@ def model_train(spec: CodebookSpec, examples: list[TrainingExample]) -> TrainedM
         rows = [i for i, e in enumerate(examples) if getattr(e, axis)]
         if rows:
             y = [getattr(examples[i], axis) for i in rows]
-            prior = _marginal_axis_prior(index, type_prior[rows], axis)
+            prior = _marginal_axis_prior(index, type_prior[rows], axis, [clusters[i] for i in rows])
             features = _axis_features(index, r, type_prior, axis, clusters, kinds)
             learn(axis, rows, y, _prior_on(sorted(set(y)), spec.axis_codes(axis), prior) + 1e-6, features, _fit_small)
     return TrainedModel(

@@ -126,3 +126,12 @@ def step_rule_heldout() -> dict:
     data = record()
     return {"verdict": verdict(data), "rows": comparisons(data), "logs": data.get("logs"),
             "halves": data.get("halves", {})}  # fmt: skip
+
+
+@register.inclusion_tag("annotate/partials/_suggester_real_issues.html")
+def suggester_real_issues() -> dict:
+    """The local suggester beside the most common value on the real-issue test split, from the one recorded place."""
+    from annotate.suggestions.real_issues import extras, record, rows, verdict
+
+    data = record()
+    return {"verdict": verdict(data), "rows": rows(data), "extras": extras(data), "n": data.get("n")}

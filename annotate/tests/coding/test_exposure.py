@@ -103,7 +103,9 @@ def test_two_coders_with_a_fixed_seed_get_the_seeded_arms_and_the_report_adds_up
             suggestion = Suggestion.objects.get(episode=ep)
             accept = coder == bob and n == 0
             code = "EXT-02" if coder == bob or n < 2 else "TUS-01"
-            _save(client, study, ep, token, code, from_suggestion=suggestion.pk if accept else "")
+            # Accepting keeps the suggestion's own axis codes (whatever the local model suggests for them).
+            taken = {a: getattr(suggestion, a).code for a in ("source", "stage", "capability")} if accept else {}
+            _save(client, study, ep, token, code, from_suggestion=suggestion.pk if accept else "", **taken)
             assert CodingExposure.objects.get(episode=ep, coder=coder).arm == expected
         client.logout()
     # A later edit keeps the first record.

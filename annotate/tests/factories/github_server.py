@@ -2,7 +2,7 @@
 
 It speaks the real protocol over HTTP: paginated list endpoints with `Link`
 headers (rel="next"/"last"), `per_page`/`page`/`state`/`labels`/`since` query
-parameters, comment lists, 404 bodies, and scripted faults (a 500, a rate-limit
+parameters, single issues, comment lists, 404 bodies, and scripted faults (a 500, a rate-limit
 refusal with X-RateLimit-Reset or Retry-After) queued per path.
 """
 
@@ -90,6 +90,11 @@ class FakeGitHub:
             if "since" in query:
                 items = [i for i in items if i["updated_at"] >= query["since"]]
             return self.paginate(req, parts.path, query, items)
+        if len(segments) == 5 and segments[0] == "repos" and segments[3] == "issues" and segments[4].isdigit():
+            found = [i for i in self.issues.get(f"{segments[1]}/{segments[2]}", []) if i["number"] == int(segments[4])]
+            if not found:
+                return self.send(req, 404, {"message": "Not Found", "documentation_url": "https://docs.github.com"})
+            return self.send(req, 200, found[0], {"X-RateLimit-Remaining": "4999"})
         if len(segments) == 6 and segments[3] == "issues" and segments[5] == "comments":
             key = (f"{segments[1]}/{segments[2]}", int(segments[4]))
             return self.paginate(req, parts.path, query, self.comments.get(key, []))

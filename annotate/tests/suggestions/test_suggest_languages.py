@@ -82,18 +82,28 @@ def test_no_translated_report_is_confident_it_is_shown_below_the_floor_with_a_no
 
 
 def test_a_confident_wrong_type_in_another_language_is_refused(monkeypatch):
-    """dev.json's Spanish "invented order id": read uncapped, a wrong type above the floor; capped, below it."""
-    group = next(g for g in _fixture("dev.json") if g["id"] == "invented-order-id")
-    texts = [group["reports"]["en"]["body"], group["reports"]["es"]["body"]]
-    titles = [group["reports"]["en"]["title"], group["reports"]["es"]["title"]]
-    en, es = _suggester().suggest_texts(texts, None, titles)
-    assert es.candidates[0].confidence < FLOOR
+    """Every translated report of dev.json and five.json that the model, read uncapped, would offer above the floor
+    is capped below it, its ranking kept. (At local-5, two Spanish dev reports got a wrong type at 0.56 and 0.53 this
+    way; since the prior fitted on real issues, uncapped translations agree with their English, but the cap stays:
+    a lexicon reading is never offered as a default.)"""
+    groups = [g for name in ("dev.json", "five.json") for g in _fixture(name)]
+    pairs = [(g, lang) for g in groups for lang in g["reports"] if lang != "en"]
+    texts = [g["reports"][lang]["body"] for g, lang in pairs] + [g["reports"]["en"]["body"] for g in groups]
+    titles = [g["reports"][lang]["title"] for g, lang in pairs] + [g["reports"]["en"]["title"] for g in groups]
+    capped = _suggester().suggest_texts(texts, None, titles)
     monkeypatch.setattr(_text, "LANGUAGE_CAP", 1.0)  # what the model would say without the cap
-    en_raw, es_raw = _suggester().suggest_texts(texts, None, titles)
-    assert es_raw.candidates[0].failure_type != en_raw.candidates[0].failure_type
-    assert es_raw.candidates[0].confidence >= FLOOR  # the danger the cap removes
-    assert es.candidates[0].failure_type == es_raw.candidates[0].failure_type  # ranking kept, only confidence cut
-    assert en.candidates[0].confidence == en_raw.candidates[0].confidence  # English untouched
+    raw = _suggester().suggest_texts(texts, None, titles)
+    confident = 0
+    for i, (g, lang) in enumerate(pairs):
+        if raw[i].abstain_reason:
+            continue
+        assert capped[i].candidates[0].confidence < FLOOR, (g["id"], lang)
+        assert capped[i].candidates[0].failure_type == raw[i].candidates[0].failure_type  # only confidence cut
+        if raw[i].candidates[0].confidence >= FLOOR:
+            confident += 1
+    assert confident >= 5, confident  # the cap has something to do
+    for i in range(len(pairs), len(texts)):
+        assert capped[i].candidates[0].confidence == raw[i].candidates[0].confidence  # English untouched
 
 
 @pytest.mark.django_db
