@@ -71,6 +71,11 @@ class TrainedModel:
     train_vectors: sp.csr_matrix = field(repr=False)  # codebook-space vectors, for nearest labelled episodes
     model_id: int | None = None
     trained_at: datetime.datetime | None = None
+    # How the study's labelled episodes of each repository (cluster) were coded, per axis: {axis: {cluster: {code:
+    # n}}}. Issues of one repository mostly share a source (a framework's own repository versus a product built on
+    # one), which the words alone say less reliably; annotate.suggestions.local blends it in for unlabelled episodes.
+    cluster_axes: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    train_axes: dict[str, list[str]] = field(default_factory=dict)  # each training episode's code, per axis
 
 
 _HASHER = FeatureHasher(n_features=2**12, input_type="string", alternate_sign=False)
@@ -264,7 +269,16 @@ def model_train(spec: CodebookSpec, examples: list[TrainingExample]) -> TrainedM
             prior = _marginal_axis_prior(index, type_prior[rows], axis, [clusters[i] for i in rows])
             features = _axis_features(index, r, type_prior, axis, clusters, kinds)
             learn(axis, rows, y, _prior_on(sorted(set(y)), spec.axis_codes(axis), prior) + 1e-6, features, _fit_small)
+    cluster_axes: dict[str, dict[str, dict[str, int]]] = {axis: {} for axis in AXES}
+    for e in examples:
+        for axis in AXES:
+            code = getattr(e, axis)
+            if e.cluster and code:
+                counts = cluster_axes[axis].setdefault(e.cluster, {})
+                counts[code] = counts.get(code, 0) + 1
     return TrainedModel(
+        cluster_axes=cluster_axes,
+        train_axes={axis: [getattr(e, axis) or "" for e in examples] for axis in AXES},
         fingerprint=spec.fingerprint,
         n_train=len(examples),
         vectorizer=vectorizers[0],

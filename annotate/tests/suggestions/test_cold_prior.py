@@ -109,3 +109,29 @@ def test_the_repository_kind_moves_the_source_towards_framework_for_a_frameworks
     a_fw, a_other = suggester.suggest_texts([text, text], clusters=["langchain-ai/langchain", "acme/unknown-thing"])
     assert a_fw.candidates[0].failure_type == a_other.candidates[0].failure_type
     assert a_fw.candidates[0].source == "framework"
+
+
+def test_a_trained_model_codes_the_source_as_the_repositorys_labelled_episodes_were_coded(spec):
+    """Two repositories whose issues read alike: the study coded one's as framework bugs, the other's as the model's
+    mistakes. An unlabelled issue of each takes its repository's source; a labelled one's own label is left out."""
+    from annotate.suggestions.local import _repository_shares
+    from annotate.suggestions.local_model import TrainingExample, model_train
+
+    body = "The agent called the search tool with an empty query and the run stopped with a KeyError in the loop. {i}"
+    examples = [
+        TrainingExample(episode_id=i + 1, text=body.format(i=i), failure_type="TUS-02", not_a_failure=False,
+                        source=source, stage="iterative_execution", capability="actuation", cluster=repo,
+                        kind="github_issue")
+        for i, (repo, source) in enumerate([("acme/lib", "framework")] * 12 + [("acme/app", "llm")] * 12)
+    ]  # fmt: skip
+    trained = model_train(spec, examples)
+    suggester = LocalSuggester(spec, trained)
+    text = body.format(i="new")
+    lib, app = suggester.suggest_texts([text, text], clusters=["acme/lib", "acme/app"])
+    assert (lib.candidates[0].source, app.candidates[0].source) == ("framework", "llm")
+    codes = spec.axis_codes("source")
+    shares = _repository_shares(trained, "source", codes, ["acme/lib", "acme/lib", "elsewhere"], [None, 1, None])
+    assert shares[0, codes.index("framework")] == 1.0
+    assert shares[1].sum() == pytest.approx(1.0) and shares[2].sum() == 0  # episode 1 is not counted for itself
+    only = model_train(spec, examples[:1] + examples[12:])  # acme/lib has one label: episode 1's own
+    assert _repository_shares(only, "source", codes, ["acme/lib"], [1]).sum() == 0
