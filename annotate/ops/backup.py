@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
+from annotate.exports.files import file_sha256
 from annotate.models import Coding
 
 # Everything a study's work depends on; sessions, lockouts and content types are
@@ -83,7 +84,7 @@ def backup_write(*, out_dir: Path) -> BackupResult:
         "database": connection.vendor,
         "counts": counts,
         "codings_sha256": digest,
-        "files": {name: _sha256(out_dir / name) for name in files},
+        "files": {name: file_sha256(out_dir / name) for name in files},
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return BackupResult(path=out_dir, manifest=manifest)
@@ -95,14 +96,6 @@ def _path_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 class RestoreError(Exception):
     pass
 
@@ -111,7 +104,7 @@ def backup_restore(*, backup_dir: Path) -> dict:
     """Load data.json into an empty, migrated database and verify it against the manifest."""
     manifest = json.loads((backup_dir / "manifest.json").read_text())
     data = backup_dir / "data.json"
-    if _sha256(data) != manifest["files"]["data.json"]:
+    if file_sha256(data) != manifest["files"]["data.json"]:
         raise RestoreError("data.json does not match its checksum in manifest.json; the backup is damaged")
     non_empty = {k: v for k, v in row_counts().items() if v and k != "auth.User"}
     if non_empty:
