@@ -9,10 +9,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from annotate.suggestions._lang import CJK_CHAR as _CJK_CHAR
 from annotate.suggestions._lang import cjk_readings
-
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
-
 
 # Words of agent-failure reports in Spanish, French, German and Portuguese, mapped to the English
 # the codebook is written in. Character n-grams catch cognates ("iteraciones", "timeout"); these

@@ -26,6 +26,8 @@ MIN_CJK_COVERAGE = 0.12
 
 _KANA = re.compile(r"[\u3040-\u30ff]")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# A kana or common Han character: a claim of Chinese or Japanese words (annotate.suggestions._text, _gloss).
+CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 _HANGUL = re.compile(r"[\uac00-\ud7af]")
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _LETTER = re.compile(r"[^\W\d_]", re.U)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from annotate.suggestions._gloss import GLOSSARY, english_rendering, fold, gloss  # noqa: F401 (read from here)
+from annotate.suggestions._lang import CJK_CHAR as _CJK_CHAR
 from annotate.suggestions._lang import LANGUAGE_CAP, cjk_covered, detect_language, is_cjk
 
 _FENCE = re.compile(r"^(```|~~~)")
@@ -261,7 +262,6 @@ _PARA_SENTENCE = re.compile(
     r"(?:[^.!?\u3002\uff01\uff1f]|[.!?]+(?=[^\s.!?\u3002\uff01\uff1f]))+(?:[.!?]+(?=\s|$)|[\u3002\uff01\uff1f]+)?"
 )
 _CLAUSE = re.compile(r"[^;:,\uff0c\uff1b]+(?:[;:,\uff0c\uff1b]|$)")
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 
 
 def _claimish(s: str) -> bool:
