@@ -199,3 +199,15 @@ def _completion(request: dict, content: str, srv: FakeLLMServer) -> dict:
         },
         "system_fingerprint": "fp_faultline_fake",
     }
+
+
+def point_settings_at(settings, server: FakeLLMServer, **extra) -> FakeLLMServer:
+    """Point the LLM backend's settings at `server` (a dummy key, its URL, a fixed model, a short timeout), plus
+    `extra` settings (FAULTLINE_LLM_MAX_RETRIES=0, prices, ...): the tests' `llm` fixtures share this."""
+    settings.OPENAI_API_KEY = "sk-test-dummy"
+    settings.OPENAI_BASE_URL = server.base_url
+    settings.FAULTLINE_LLM_MODEL = "fake-model-1"
+    settings.FAULTLINE_LLM_TIMEOUT = 5.0
+    for name, value in extra.items():
+        setattr(settings, name, value)
+    return server

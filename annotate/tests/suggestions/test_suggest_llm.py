@@ -14,23 +14,17 @@ from annotate.suggestions.base import cache_key, codebook_spec, episode_text, re
 from annotate.suggestions.llm import LLMConfigError, LLMSuggester
 from annotate.suggestions.prompts import answer_validate, prompt_version_for
 from annotate.suggestions.services import suggestion_batch_start, suggestions_make
-from annotate.tests.factories.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer, point_settings_at
 
 BODY = "The agent hit 429 Too Many Requests from the provider and gave up after one try."
 
 
 @pytest.fixture
 def llm(settings):
-    server = FakeLLMServer().start()
-    settings.OPENAI_API_KEY = "sk-test-dummy"
-    settings.OPENAI_BASE_URL = server.base_url
-    settings.FAULTLINE_LLM_MODEL = "fake-model-1"
-    settings.FAULTLINE_LLM_TIMEOUT = 5.0
-    settings.FAULTLINE_LLM_MAX_RETRIES = 2
-    settings.FAULTLINE_LLM_BACKOFF_BASE_S = 0.01
-    settings.FAULTLINE_LLM_CONCURRENCY = 4
-    settings.FAULTLINE_LLM_PRICE_INPUT_PER_M = 2.5
-    settings.FAULTLINE_LLM_PRICE_OUTPUT_PER_M = 10.0
+    server = point_settings_at(
+        settings, FakeLLMServer().start(), FAULTLINE_LLM_MAX_RETRIES=2, FAULTLINE_LLM_BACKOFF_BASE_S=0.01,
+        FAULTLINE_LLM_CONCURRENCY=4, FAULTLINE_LLM_PRICE_INPUT_PER_M=2.5, FAULTLINE_LLM_PRICE_OUTPUT_PER_M=10.0,
+    )  # fmt: skip
     yield server
     server.stop()
 

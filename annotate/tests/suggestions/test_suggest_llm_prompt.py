@@ -24,7 +24,7 @@ from annotate.suggestions.prompts import (
 )
 from annotate.suggestions.selectors import suggestion_confident
 from annotate.suggestions.services import fewshot_examples, suggester_for, suggestions_make
-from annotate.tests.factories.llm_server import DEFAULT_ANSWER, FakeLLMServer, episode_from, fenced
+from annotate.tests.factories.llm_server import DEFAULT_ANSWER, FakeLLMServer, episode_from, fenced, point_settings_at
 
 QUERY = "The search tool returned HTTP 429 Too Many Requests and the agent gave up on the whole run."
 NEAR = "Search tool returned HTTP 429 Too Many Requests; the agent gave up on the run right away."
@@ -35,13 +35,9 @@ UNRELATED = "How do I configure the vector store path? The docs are unclear abou
 
 @pytest.fixture
 def llm(settings):
-    server = FakeLLMServer().start()
-    settings.OPENAI_API_KEY = "sk-test-dummy"
-    settings.OPENAI_BASE_URL = server.base_url
-    settings.FAULTLINE_LLM_MODEL = "fake-model-1"
-    settings.FAULTLINE_LLM_TIMEOUT = 5.0
-    settings.FAULTLINE_LLM_MAX_RETRIES = 0
-    settings.FAULTLINE_LLM_CONCURRENCY = 4
+    server = point_settings_at(
+        settings, FakeLLMServer().start(), FAULTLINE_LLM_MAX_RETRIES=0, FAULTLINE_LLM_CONCURRENCY=4
+    )
     yield server
     server.stop()
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from annotate.models import Episode, Suggestion, TraceStep
 from annotate.suggestions.services import suggestions_make
 from annotate.suggestions.steps import LOCAL_RULE, RULES, suggest_step
-from annotate.tests.factories.llm_server import FakeLLMServer
+from annotate.tests.factories.llm_server import FakeLLMServer, point_settings_at
 from annotate.traces.parsed import Step
 from annotate.traces.services import import_traces
 
@@ -56,12 +56,7 @@ def test_local_suggestions_of_trace_episodes_carry_a_step_and_an_agent(study):
 
 @pytest.fixture
 def llm(settings):
-    server = FakeLLMServer().start()
-    settings.OPENAI_API_KEY = "sk-test-dummy"
-    settings.OPENAI_BASE_URL = server.base_url
-    settings.FAULTLINE_LLM_MODEL = "fake-model-1"
-    settings.FAULTLINE_LLM_TIMEOUT = 5.0
-    settings.FAULTLINE_LLM_MAX_RETRIES = 0
+    server = point_settings_at(settings, FakeLLMServer().start(), FAULTLINE_LLM_MAX_RETRIES=0)
     yield server
     server.stop()
 
