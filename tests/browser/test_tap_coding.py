@@ -190,6 +190,8 @@ def test_after_a_accepts_the_type_list_highlights_the_accepted_type(browser, liv
         page.goto(f"{live_server.url}/studies/demo/episodes/{episode.pk}/code/")
         listbox = page.locator("#type-listbox")
         expect(listbox.locator("li.active")).to_have_attribute("data-code", first)  # nothing chosen yet
+        # The panel's content arrives by its own request after the page: `a` before it does nothing.
+        expect(page.locator("#suggestion-panel .suggestion-accept.primary")).to_be_visible()
         page.locator("#doc-title").click()
         page.keyboard.press("a")
         code = suggestion.failure_type.code
