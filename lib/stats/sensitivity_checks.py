@@ -85,6 +85,8 @@ def sensitivity(
     on their own seeded streams (1, 2, ...) so they never share draws with the
     main run.
     """
+    if cap < 1 or subsamples < 1:
+        raise ValueError("cap and subsamples must be at least 1")
     if not (design_enough(a)[0] and design_enough(b)[0]):
         reason = design_enough(a)[1] or design_enough(b)[1]
         return [SensitivityCheck(n, d, None, None, None, None, None, enough=False, reason=reason) for n, d in _CHECKS]
@@ -153,32 +155,32 @@ def _cluster_cap(
     seed: int,
     level: float,
 ) -> SensitivityCheck:
-    """Cap each cluster at `cap` episodes, averaged over random subsamples."""
+    """Cap each cluster at `cap` episodes, averaged over random subsamples.
+
+    Both designs hold episodes and cap >= 1 (checked by `sensitivity`), so every subsample holds episodes and
+    has an estimate. Its replicates need two clusters on each side: a design given by counts alone
+    (`counts_design`) can carry clusters without episodes, which a subsample drops; then the check has an
+    estimate but no interval."""
     rng = _block_rng(seed, 0, stream=2)
     ests, reps = [], []
     b_each = max(BLOCK, -(-B // subsamples))
     for s in range(subsamples):
         ca, cb = _capped(a, cap, rng), _capped(b, cap, rng)
-        if ca.n == 0 or cb.n == 0:
-            continue
         ests.append(ca.totals[k] / ca.n - cb.totals[k] / cb.n)
         if design_enough(ca)[0] and design_enough(cb)[0]:
             ra, rb = replicate_blocks([ca, cb], B=b_each, seed=seed, stream=100 + s, threads=1)
             reps.append(replicate_proportions(ra)[:, k] - replicate_proportions(rb)[:, k])
-    est = float(np.mean(ests)) if ests else None
-    pooled = np.concatenate(reps) if reps else None
-    lo, hi = (float(x[0]) for x in _percentile(pooled[:, None], level)) if pooled is not None else (None, None)
+    est = float(np.mean(ests))
+    lo, hi = (float(x[0]) for x in _percentile(np.concatenate(reps)[:, None], level)) if reps else (None, None)
     return SensitivityCheck(
         "cluster_cap",
         _CHECKS[1][1].format(cap=cap),
         est,
         lo,
         hi,
-        (_sign(est) == _sign(base.estimate)) if est is not None else None,
+        _sign(est) == _sign(base.estimate),
         (lo > 0 or hi < 0) if lo is not None else None,
-        {"cap": cap, "subsamples": len(ests), "min": float(np.min(ests)), "max": float(np.max(ests))}
-        if ests
-        else {"cap": cap, "subsamples": 0},
+        {"cap": cap, "subsamples": len(ests), "min": float(np.min(ests)), "max": float(np.max(ests))},
     )
 
 
@@ -187,7 +189,10 @@ def _drop_largest_cluster(
 ) -> SensitivityCheck:
     """Drop the largest cluster of each kind (kinds whose clusters all hold one episode keep theirs)."""
     la, lb = int(np.argmax(a.sizes)), int(np.argmax(b.sizes))
-    drop_a, drop_b = a.sizes[la] > 1, b.sizes[lb] > 1
+    # A cluster of one episode is kept, and so is one that holds every episode of its kind (a design given by
+    # counts alone can carry empty clusters): without it the kind would have no estimate.
+    drop_a = 1 < a.sizes[la] < a.n
+    drop_b = 1 < b.sizes[lb] < b.n
     da = design_without(a, [la]) if drop_a else a
     db = design_without(b, [lb]) if drop_b else b
     dropped = {
@@ -201,7 +206,7 @@ def _drop_largest_cluster(
             "drop_largest_cluster", _CHECKS[2][1], None, None, None, None, None, dropped, False,
             "no cluster holds more than one episode",
         )  # fmt: skip
-    # Both kinds keep episodes: each had two or more clusters, and only one is dropped.
+    # Both kinds keep episodes: a dropped cluster never held all of its kind's.
     iv = bootstrap_diff_cell(da, db, k, B=B, seed=seed, level=level, stream=3)
     est = float(da.totals[k] / da.n - db.totals[k] / db.n)
     return SensitivityCheck(

@@ -1491,6 +1491,65 @@ def test_it_caps_clusters_like_rebuilding_the_design_from_the_kept_episodes():
                                           minlength=capped.counts.size), capped.counts.ravel())  # fmt: skip
 
 
+def test_it_names_and_drops_the_most_influential_cluster_on_the_second_kinds_side():
+    a, b = dominated()  # swapped below: the cluster that carries the contrast is on side b
+    checks = {c.name: c for c in stats.sensitivity(b, a, 0, B=200, seed=1, cap=2, subsamples=3)}
+    loo = checks["leave_one_cluster_out"]
+    assert loo.detail["most_influential"] == {"side": "b", "cluster": "big", "shift": pytest.approx(10 / 15)}
+    assert loo.estimate == pytest.approx(0.0) and loo.detail["n_clusters"] == 12
+    iv = stats.bootstrap_diff_cell(b, stats.design_without(a, [a.names.index("big")]), 0, B=200, seed=1, stream=1)
+    assert (loo.low, loo.high) == (iv.low, iv.high)
+    drop = checks["drop_largest_cluster"]
+    assert drop.detail == {"a": None, "a_size": 0, "b": "big", "b_size": 10}  # b's six singles stay
+    # A largest cluster of two episodes is still dropped (only clusters of one are kept).
+    pair = design([0, 0, 1], ["x", "x", "y"], K=2)
+    drop = {c.name: c for c in stats.sensitivity(a, pair, 0, B=100, seed=1)}["drop_largest_cluster"]
+    assert drop.detail == {"a": "big", "a_size": 10, "b": "x", "b_size": 2}
+
+
+def test_it_leaves_out_a_cluster_that_holds_all_but_one_or_all_episodes_of_a_kind():
+    nine = design([0] * 9 + [1], ["x"] * 9 + ["y"], K=2)
+    # Without x one episode is left (cell 1), without y nine (cell 0).
+    assert sensitivity_checks._loo_cell(nine, 1).tolist() == [1.0, 0.0]
+    assert sensitivity_checks._loo_cell(nine, 0).tolist() == [0.0, 1.0]
+    # A cluster that holds every episode leaves nothing: 0, never a division by zero.
+    whole = stats.counts_design(np.array([[3, 1], [0, 0]]))
+    with np.errstate(all="raise"):
+        assert sensitivity_checks._loo_cell(whole, 0).tolist() == [0.0, 0.75]
+    b = design([0, 1, 1, 0, 1], ["p", "q", "q", "r", "s"], K=2)
+    loo = stats.sensitivity(nine, b, 0, B=100, seed=1)[0]
+    pb = 2 / 5
+    expected = [0.0 - pb, 1.0 - pb] + [0.9 - (2 - c) / (5 - n) for c, n in ((1, 1), (0, 2), (1, 1), (0, 1))]
+    assert loo.detail["n_clusters"] == 6
+    assert (loo.detail["min"], loo.detail["max"]) == (pytest.approx(min(expected)), pytest.approx(max(expected)))
+    # Leaving out the cluster that holds all of kind a leaves no estimate: only the empty one counts.
+    checks = {c.name: c for c in stats.sensitivity(whole, b, 0, B=100, seed=1, cap=1, subsamples=2)}
+    assert checks["leave_one_cluster_out"].detail["n_clusters"] == 1 + 4
+    # Capping drops the empty cluster, so the capped kind a has one cluster: estimates, but no interval.
+    cap = checks["cluster_cap"]
+    # Capped at one, kind a keeps one of its four episodes (cell 0 or 1), kind b one per cluster (2 of 4 in cell 0).
+    assert {cap.detail["min"], cap.detail["max"]} <= {1.0 - 2 / 4, 0.0 - 2 / 4} and cap.detail["subsamples"] == 2
+    assert (cap.low, cap.high, cap.excludes_zero) == (None, None, None) and cap.estimate is not None
+    # Dropping "the largest cluster" would leave kind a empty: it is kept, and b's largest is dropped.
+    drop = checks["drop_largest_cluster"]
+    assert drop.detail == {"a": None, "a_size": 0, "b": "q", "b_size": 2}
+    assert drop.estimate == pytest.approx(3 / 4 - 2 / 3)
+
+
+def test_it_refuses_a_cap_or_subsample_count_below_one():
+    a, b = dominated()
+    for bad in ({"cap": 0}, {"subsamples": 0}, {"cap": -1}):
+        with pytest.raises(ValueError, match="cap and subsamples must be at least 1"):
+            stats.sensitivity(a, b, 0, B=100, seed=1, **bad)
+
+
+def test_it_reports_no_widening_when_the_record_interval_has_no_width():
+    a = design([0, 0, 0, 0], ["x", "x", "y", "z"], K=2)
+    b = design([0, 0, 0], ["p", "q", "q"], K=2)
+    rec = {c.name: c for c in stats.sensitivity(a, b, 0, B=100, seed=1)}["record_bootstrap"]
+    assert (rec.low, rec.high) == (0.0, 0.0) and rec.detail["widening"] is None
+
+
 def test_it_reports_the_reason_and_names_when_sensitivity_lacks_data():
     a, _ = dominated()
     lonely = design([0, 1], ["x", "x"], K=2)
