@@ -174,6 +174,17 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# A prompt version's first 32 characters name its family: for the LLM the template (instructions, codebook,
+# schema) without the example pool (prompts.prompt_version_for). A batch asks the episodes without a
+# suggestion of the family, so new labels (a new pool) never re-ask a whole study; asked to refresh, it re-asks
+# those answered under another version too. The local backend's versions have no pool part.
+FAMILY_CHARS = 32
+
+
+def prompt_family(prompt_version: str) -> str:
+    return prompt_version[:FAMILY_CHARS]
+
+
 def cache_key(model: str, prompt_version: str, text: str) -> str:
     """sha256 of (model, prompt_version, sha256(text)): one request, one stored answer."""
     return hashlib.sha256(f"{model}\x00{prompt_version}\x00{text_hash(text)}".encode()).hexdigest()

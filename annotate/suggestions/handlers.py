@@ -43,6 +43,7 @@ def job_suggest(*, job: Job, progress) -> dict[str, Any]:
         backend=params.get("backend") or default_backend(),
         episode_ids=params.get("episode_ids"),
         limit=params.get("limit"),
+        refresh=bool(params.get("refresh")),
         job=job,
         progress=progress,
     )

@@ -21,7 +21,8 @@ Ollama) through OPENAI_API_KEY, OPENAI_BASE_URL and FAULTLINE_LLM_MODEL.
   its final labels (services.fewshot_examples: agreed, single-coder and adjudicated;
   never a hold-out episode, never the episode itself) go before it as few-shot
   examples, each with its final codes. The example pool is part of `prompt_version`
-  (so of the cache key), and examples are dropped, farthest first, until the
+  (so of the cache key) but not of its family (base.prompt_family): new labels do
+  not make a batch re-ask a study, a refresh does. Examples are dropped, farthest first, until the
   request fits FAULTLINE_LLM_TOKEN_BUDGET. The audit asks through the same
   `messages`, leaving out its test fold.
 - The episode text is data: fenced by lines carrying a hash of the text (which the

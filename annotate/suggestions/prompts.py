@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from annotate.coding.evidence import quote_whole_words
-from annotate.suggestions.base import AXES, MAX_CANDIDATES, Answer, Candidate, CodebookSpec
+from annotate.suggestions.base import AXES, FAMILY_CHARS, MAX_CANDIDATES, Answer, Candidate, CodebookSpec
 
 PROMPT_TEMPLATE_VERSION = "3"
 MAX_PROMPT_TEXT_CHARS = 24_000
@@ -142,18 +142,19 @@ def examples_fingerprint(examples: Sequence[FewShot]) -> str:
 
 
 def prompt_version_for(spec: CodebookSpec, examples: Sequence[FewShot] = (), token_budget: int = 0) -> str:
-    """sha256 of everything that shapes the request except the episode: prompt, schema, examples, budget."""
+    """Everything that shapes the request except the episode: "<template>-<example pool>", 32 hex digits of the
+    sha256 of the template (instructions, codebook, schema) and 31 of the pool's (its examples and the token budget
+    that trims them); with no pool, the template's 64 digits. The template part is the prompt's family
+    (base.prompt_family)."""
     payload = json.dumps(
-        {
-            "v": PROMPT_TEMPLATE_VERSION,
-            "system": system_prompt(spec),
-            "schema": answer_schema(spec),
-            "examples": examples_fingerprint(examples) if examples else "",
-            "budget": token_budget if examples else 0,
-        },
-        sort_keys=True,
+        {"v": PROMPT_TEMPLATE_VERSION, "system": system_prompt(spec), "schema": answer_schema(spec)}, sort_keys=True
     )
-    return hashlib.sha256(payload.encode()).hexdigest()
+    template = hashlib.sha256(payload.encode()).hexdigest()
+    if not examples:
+        return template
+    # The budget decides which examples go with an episode: it belongs to the pool's part.
+    pool = hashlib.sha256(f"{examples_fingerprint(examples)}:{token_budget}".encode()).hexdigest()
+    return f"{template[:FAMILY_CHARS]}-{pool[: 63 - FAMILY_CHARS]}"
 
 
 def estimate_tokens(*texts: str) -> int:

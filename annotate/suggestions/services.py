@@ -39,7 +39,16 @@ from annotate.models import (
     SuggestionRejection,
     SuggestionStatus,
 )
-from annotate.suggestions.base import AXES, Answer, CodebookSpec, cache_key, codebook_spec, episode_text, reading
+from annotate.suggestions.base import (
+    AXES,
+    Answer,
+    CodebookSpec,
+    cache_key,
+    codebook_spec,
+    episode_text,
+    prompt_family,
+    reading,
+)
 from annotate.suggestions.steps import suggestions_attribute
 from taxonomy.models import AxisValue, FailureType
 
@@ -69,8 +78,10 @@ def suggestion_batch_start(
     backend: str | None = None,
     episode_ids: list[int] | None = None,
     limit: int | None = None,
+    refresh: bool = False,
 ) -> Job:
-    """Start a "suggest" Job for the study's episodes that have no suggestion from this backend yet."""
+    """Start a "suggest" Job for the study's episodes that have no suggestion from this backend yet (with
+    `refresh`, also those suggested under an older example pool)."""
     backend = backend or default_backend()
     _check_backend(backend)
     if limit is not None and limit < 1:
@@ -80,6 +91,8 @@ def suggestion_batch_start(
         params["episode_ids"] = [int(e) for e in episode_ids]
     if limit is not None:
         params["limit"] = int(limit)
+    if refresh:
+        params["refresh"] = True
     return job_start(kind="suggest", study=study, user=user, params=params)
 
 
@@ -272,12 +285,20 @@ def _store(
 
 
 def episodes_to_suggest(
-    *, study: Study, backend: str, model: str, prompt_version: str, episode_ids: Iterable[int] | None = None
+    *,
+    study: Study,
+    backend: str,
+    model: str,
+    prompt_version: str,
+    episode_ids: Iterable[int] | None = None,
+    refresh: bool = False,
 ) -> QuerySet[Episode]:
-    """The study's episodes without a usable (non-error) suggestion from this backend, model and prompt."""
-    done = Suggestion.objects.filter(
-        episode=OuterRef("pk"), backend=backend, model=model, prompt_version=prompt_version, error=""
-    )
+    """The study's episodes without a usable (non-error) suggestion from this backend, model and prompt family
+    (base.prompt_family: an older example pool counts as done); with `refresh`, from this very prompt version."""
+    same: dict = {"prompt_version": prompt_version}
+    if not refresh:
+        same = {"prompt_version__startswith": prompt_family(prompt_version)}
+    done = Suggestion.objects.filter(episode=OuterRef("pk"), backend=backend, model=model, error="", **same)
     qs = Episode.objects.filter(study=study).exclude(Exists(done))
     if episode_ids is not None:
         qs = qs.filter(pk__in=list(episode_ids))
@@ -341,8 +362,10 @@ def suggestions_make(
     job: Job | None = None,
     progress: Callable[[int, int], None] | None = None,
     suggester=None,
+    refresh: bool = False,
 ) -> dict[str, Any]:
-    """Suggest codes for the study's episodes that lack them; returns counts for the Job result.
+    """Suggest codes for the study's episodes that lack them; returns counts for the Job result. With `refresh`,
+    also those whose suggestion came from an older prompt of the same template (another example pool).
 
     It writes Suggestion rows and nothing else (the audit checks that). With the
     local backend it first retrains the study's model when enough new labels exist.
@@ -365,6 +388,7 @@ def suggestions_make(
         model=suggester.model,
         prompt_version=suggester.prompt_version,
         episode_ids=episode_ids,
+        refresh=refresh,
     )
     checkpointed = job is not None and bool(job.lease_owner)
     saved = (job.checkpoint or {}).get("suggest") if checkpointed else None

@@ -51,7 +51,10 @@ def _job_started(request: HttpRequest, study: Study, start) -> HttpResponse:
 def suggestion_batch(request: HttpRequest, study: Study) -> HttpResponse:
     """Start a batch of suggestions for the episodes that have none from the chosen backend yet."""
     backend = request.POST.get("backend") or None
-    return _job_started(request, study, lambda: suggestion_batch_start(study=study, user=request.user, backend=backend))
+    refresh = request.POST.get("refresh") == "1"
+    return _job_started(
+        request, study, lambda: suggestion_batch_start(study=study, user=request.user, backend=backend, refresh=refresh)
+    )
 
 
 @require_POST

@@ -35,6 +35,11 @@ def test_a_coder_starts_a_suggestion_batch_for_chosen_episodes(as_user, bob, stu
     assert response.status_code == 202, response.content
     job = Job.objects.get(pk=response.json()["id"])
     assert job.kind == "suggest" and job.params["episode_ids"] == [ep.pk] and job.params["limit"] == 5
+    assert "refresh" not in job.params  # by default an older example pool counts as suggested
+    response = as_user(bob).post("/api/v1/studies/alpha/suggest/", {"refresh": True}, format="json")
+    assert response.status_code == 202 and Job.objects.get(pk=response.json()["id"]).params["refresh"] is True
+    bad = as_user(bob).post("/api/v1/studies/alpha/suggest/", {"refresh": "sometimes"}, format="json")
+    assert bad.status_code == 400 and "refresh" in bad.json()
     theirs = make_episode(other_study)
     bad = as_user(bob).post("/api/v1/studies/alpha/suggest/", {"episode_ids": [theirs.pk]}, format="json")
     assert bad.status_code == 400 and "episode_ids" in bad.json()

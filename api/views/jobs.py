@@ -93,6 +93,12 @@ class SuggestRequestSerializer(serializers.Serializer):
     limit = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=100000, help_text="At most this many episodes."
     )
+    refresh = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Also re-ask episodes whose suggestion came from an older example pool of the same prompt "
+        "(the LLM's few-shot examples change as labels are added); by default new labels re-ask nothing.",
+    )
 
     def validate_episode_ids(self, value):
         if not value:

@@ -16,8 +16,14 @@ class Command(BaseCommand):
             "--backend", choices=["local", "openai"], help="default: openai if a key is set, else local"
         )
         parser.add_argument("--limit", type=int, metavar="N", help="at most N episodes")
+        parser.add_argument(
+            "--refresh",
+            action="store_true",
+            help="also re-ask episodes whose suggestion came from an older example pool of the same prompt "
+            "(the LLM's few-shot examples change as labels are added; without this flag new labels re-ask nothing)",
+        )
 
-    def handle(self, *args, study, backend, limit, **options):
+    def handle(self, *args, study, backend, limit, refresh, **options):
         target = study_or_error(study)
         if limit is not None and limit < 1:
             raise CommandError("--limit must be a positive number")
@@ -29,7 +35,7 @@ class Command(BaseCommand):
 
         try:
             result = suggestions_make(
-                study=target, backend=backend or default_backend(), limit=limit, progress=progress
+                study=target, backend=backend or default_backend(), limit=limit, progress=progress, refresh=refresh
             )
         except (ValidationError, LLMConfigError) as exc:
             raise CommandError(str(getattr(exc, "message_dict", exc))) from exc

@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError
 
 from annotate.jobs.runner import job_run
 from annotate.models import Job, JobStatus, Suggestion, SuggestionStatus
-from annotate.suggestions.base import cache_key, codebook_spec, episode_text, reading
+from annotate.suggestions import prompts
+from annotate.suggestions.base import cache_key, codebook_spec, episode_text, prompt_family, reading
 from annotate.suggestions.llm import LLMConfigError, LLMSuggester
 from annotate.suggestions.prompts import answer_validate, prompt_version_for
 from annotate.suggestions.services import suggestion_batch_start, suggestions_make
@@ -181,7 +182,7 @@ def test_it_fails_the_batch_on_a_rejected_key(llm, study, make_episode):
     assert len(llm.requests) == 1 and Suggestion.objects.count() == 0
 
 
-def test_it_runs_a_batch_as_a_suggest_job_with_the_llm_when_a_key_is_set(llm, study, make_episode, bob):
+def test_it_runs_a_batch_as_a_suggest_job_with_the_llm_when_a_key_is_set(llm, study, make_episode, bob, codes, alice):
     ep = make_episode(study, body=BODY)
     job = suggestion_batch_start(study=study, user=bob)
     job = job_run(job_id=job.pk) or Job.objects.get(pk=job.pk)
@@ -190,6 +191,13 @@ def test_it_runs_a_batch_as_a_suggest_job_with_the_llm_when_a_key_is_set(llm, st
     # which cannot see this test's uncommitted Job row.)
     assert job.result["suggested"] == 1 and job.result["episodes"] == 1
     assert Suggestion.objects.get(episode=ep).job_id == job.pk
+    # A new label changes the example pool: a plain batch asks nothing, a refreshing one asks again.
+    other = make_episode(study, title="Another 429", body="Provider said 429 Too Many Requests twice.")
+    _adjudicate(other, codes, alice, "EXT-02", "tool_service", "iterative_execution", "actuation")
+    for refresh, asked in ((False, 0), (True, 1)):
+        again = suggestion_batch_start(study=study, user=bob, refresh=refresh, episode_ids=[ep.pk])
+        again = job_run(job_id=again.pk) or Job.objects.get(pk=again.pk)
+        assert again.params.get("refresh", False) is refresh and again.result["episodes"] == asked
 
 
 def test_it_refuses_the_openai_backend_without_a_key(study, bob, settings):
@@ -326,10 +334,38 @@ def test_the_examples_are_part_of_the_prompt_version_and_cache_key(llm, study, m
     extra = make_episode(study, title="Another 429", body="Provider said 429 Too Many Requests twice.")
     _adjudicate(extra, codes, alice, "EXT-02", "tool_service", "iterative_execution", "actuation")
     n = len(llm.requests)
-    _run(study, episode_ids=[new.pk])
+    # A new label changes the example pool, not the prompt's family: a batch re-asks nothing.
+    assert _run(study, episode_ids=[new.pk])["episodes"] == 0 and len(llm.requests) == n
+    _run(study, episode_ids=[new.pk], refresh=True)
     second = Suggestion.objects.filter(episode=new).exclude(pk=first.pk).get()
     assert second.prompt_version != first.prompt_version and second.cache_key != first.cache_key
+    assert prompt_family(second.prompt_version) == prompt_family(first.prompt_version)
     assert len(llm.requests) == n + 1  # the changed examples are a new request, not a cached answer
+    # Refreshing again with the same pool asks nothing: the stored answer is the current one.
+    assert _run(study, refresh=True, episode_ids=[new.pk])["episodes"] == 0 and len(llm.requests) == n + 1
+
+
+def test_new_labels_do_not_re_ask_the_study_but_a_new_template_does(
+    llm, study, make_episode, codes, alice, monkeypatch
+):
+    """A study whose coders keep adding labels: each batch (the after-import one included) asks only the episodes
+    without a suggestion, however the example pool changed; a new template is a new family, and every episode is
+    asked again."""
+    episodes = [make_episode(study, title=f"Report {i}", body=f"{BODY} (run {i})") for i in range(4)]
+    _run(study)
+    assert len(llm.requests) == 4
+    for i, ep in enumerate(episodes[:3]):
+        _adjudicate(ep, codes, alice, "EXT-02", "tool_service", "iterative_execution", "actuation")
+        later = make_episode(study, title=f"Later {i}", body=f"Another report {i}: the provider answered 429.")
+        result = _run(study)
+        assert result["episodes"] == 1 and Suggestion.objects.filter(episode=later).count() == 1
+    assert len(llm.requests) == 7
+    versions = set(Suggestion.objects.values_list("prompt_version", flat=True))
+    assert len(versions) == 4 and len({prompt_family(v) for v in versions}) == 1 and all(len(v) <= 64 for v in versions)
+    refreshed = _run(study, refresh=True)
+    assert refreshed["episodes"] == 7 - 1  # all but the episode asked with the current pool
+    monkeypatch.setattr(prompts, "PROMPT_TEMPLATE_VERSION", f"{prompts.PROMPT_TEMPLATE_VERSION}-next")
+    assert _run(study)["episodes"] == 7
 
 
 def test_the_examples_are_trimmed_to_the_token_budget(llm, study, make_episode, settings, adjudicated):

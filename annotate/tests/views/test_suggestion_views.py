@@ -52,6 +52,10 @@ def test_it_starts_a_batch_from_the_study_page(
     job = Job.objects.get(kind="suggest")
     assert r.status_code == 200 and f'id="job-{job.pk}"'.encode() in r.content
     assert job.params["backend"] == "local" and Suggestion.objects.count() == 1  # eager Celery ran it
+    assert "refresh" not in job.params
+    with django_capture_on_commit_callbacks(execute=True):
+        login(bob).post(f"/studies/{study.slug}/suggestions/run/", {"refresh": "1"}, HTTP_HX_REQUEST="true")
+    assert Job.objects.filter(kind="suggest").latest("pk").params["refresh"] is True
     plain = login(bob).post(f"/studies/{study.slug}/suggestions/run/")
     assert plain.status_code == 302 and plain["Location"].startswith("/jobs/")
     assert login(vera).post(f"/studies/{study.slug}/suggestions/run/").status_code == 403
