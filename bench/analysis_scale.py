@@ -11,11 +11,11 @@ disagreeing). Then, in this process:
 - analysis_page_median_ms / _p95_ms: GETs of the analysis page for those parameters through Django's full
   stack, answered from the stored result (each response is checked to say so);
 - analysis_stale_page_median_ms: the same after one more coding (the stored result shown, marked stale);
-- coverage and agreement: the same, fresh job then page views (agreement with its default B = 1,000, and
-  only up to 100,000 episodes: lib.stats.agreement holds the overall axis as dense units x whole labels, and
-  random codes give thousands of whole labels; its stored document and page are bounded, see --only agreement).
+- coverage and agreement: the same, fresh job then page views (agreement with its default B = 1,000; random
+  codes give thousands of whole labels, which lib.stats.agreement holds as compact per-episode counts).
 
     python bench/scale_bench.py --only agreement --quick  # 20,000 episodes: the agreement job, page, document size
+    python bench/analysis_scale.py --units 1000000        # lib.stats.agreement alone, no database (agreement_lib)
 Targets: page median <= 300 ms; fresh <= 10 s at 20,000 episodes, <= 120 s at 1,000,000.
 """
 
@@ -24,13 +24,16 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script (python bench/analysis_scale.py)
 
 from bench.pages_bench import percentile
 
 B = 2_000
 SEED = 7
-AGREEMENT_MAX_N = 100_000
 
 
 def _literature_share(study) -> None:
@@ -178,12 +181,7 @@ def analysis_measure(args, n: int, big, users, log) -> tuple:
     cov_s, _ = _job(big, "coverage", {"result_key": coverage_key()})
     cov_page = _views(client, f"/studies/{big.slug}/coverage/", requests, "Stored result")
     log(f"coverage job {cov_s:.2f} s, page median {cov_page['median_ms']} ms")
-    agreement = {}
-    if n <= AGREEMENT_MAX_N:
-        agreement = agreement_measure(client, big, max(3, requests // 4), log)
-    else:
-        log(f"agreement: skipped above {AGREEMENT_MAX_N:,} episodes (lib.stats.agreement holds the overall axis as "
-            "dense units x whole labels: random codes give thousands of whole labels)")  # fmt: skip
+    agreement = agreement_measure(client, big, max(3, requests // 4), log)
 
     by_code = codebook_picker(big.codebook).value_by_code
     values = CodingValues(failure_type=codebook_picker(big.codebook).types[0], source=by_code["source"]["llm"],
@@ -200,9 +198,9 @@ def analysis_measure(args, n: int, big, users, log) -> tuple:
         "analysis_page_cpu_median_ms": page["cpu_median_ms"],
         "analysis_stale_page_median_ms": stale["median_ms"],
         "coverage_fresh_s": round(cov_s, 2), "coverage_page_median_ms": cov_page["median_ms"],
-        "agreement_fresh_s": agreement.get("agreement_fresh_s"),
-        "agreement_page_median_ms": agreement.get("agreement_page_median_ms"),
-        "agreement_document_kb": agreement.get("agreement_document_kb"),
+        "agreement_fresh_s": agreement["agreement_fresh_s"],
+        "agreement_page_median_ms": agreement["agreement_page_median_ms"],
+        "agreement_document_kb": agreement["agreement_document_kb"],
         "stored_document_kb": round(len(json.dumps(doc)) / 1024, 1), "quick": args.quick,
         "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
     }  # fmt: skip
@@ -215,12 +213,62 @@ def analysis_measure(args, n: int, big, users, log) -> tuple:
     return summary, targets
 
 
+def agreement_lib(units: int, *, B: int = 1000, seed: int = 0, log=print) -> dict:
+    """lib.stats.agreement alone (no database) on `units` episodes, each coded by two coders, on the axes of the
+    agreement document with the fixture codebook's sizes (65 types in 12 categories, 8 sources, 7 stages and
+    6 capabilities; whole labels their combinations, 21,840 possible), the codes drawn as code_episodes draws
+    them: one random label per episode, the second coder giving another type on 5% of them. Per axis: process
+    and wall seconds, and the peak of memory allocated during the call (tracemalloc)."""
+    import resource
+    import tracemalloc
+
+    import numpy as np
+
+    from lib import stats
+
+    rng = np.random.default_rng(seed)
+    sizes = {"failure_type": 65, "source": 8, "stage": 7, "capability": 6}
+    first = {a: rng.integers(0, q, units) for a, q in sizes.items()}
+    other = np.where(rng.random(units) < 0.05, (first["failure_type"] + rng.integers(1, 65, units)) % 65,
+                     first["failure_type"])  # fmt: skip
+    codes = {a: np.c_[v, v] for a, v in first.items()}
+    codes["failure_type"][:, 1] = other
+    codes["category"] = codes["failure_type"] % 12
+    whole = ((codes["failure_type"] * 8 + codes["source"]) * 7 + codes["stage"]) * 6 + codes["capability"]
+    _, codes["overall"] = np.unique(whole, return_inverse=True)
+    codes["overall"] = codes["overall"].reshape(units, 2)
+    stats.agreement(codes["overall"][:100], units, B=10)  # scipy's modules loaded, as in a worker after its first job
+    out: dict = {"bench": "agreement_lib", "units": units, "coders": 2, "bootstrap_B": B, "axes": {}}
+    for axis in ("failure_type", "category", "source", "stage", "capability", "overall"):
+        Q = int(codes[axis].max()) + 1
+        tracemalloc.start()
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = stats.agreement(codes[axis], Q, B=B, seed=seed)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        out["axes"][axis] = {"categories": Q, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                             "peak_mb": round(peak, 1), "ac1": round(res.gwet_ac1.value, 4)}  # fmt: skip
+        log(f"{axis}: {Q:,} categories, {wall:.2f} s ({cpu:.2f} s CPU), peak {peak:,.1f} MB allocated, "
+            f"AC1 {res.gwet_ac1.value:.4f} [{res.gwet_ac1.low:.4f}, {res.gwet_ac1.high:.4f}]")  # fmt: skip
+    out["wall_s"] = round(sum(a["wall_s"] for a in out["axes"].values()), 2)
+    out["peak_mb"] = max(a["peak_mb"] for a in out["axes"].values())
+    out["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["load_average"] = round(os.getloadavg()[0], 1)
+    return out
+
+
 if __name__ == "__main__":  # the timed part alone, on a database a killed run of scale_bench left behind
     import argparse
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    parser = argparse.ArgumentParser(description="the timed part of scale_bench --only analysis")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--units", type=int, help="only lib.stats.agreement on this many episodes (no database)")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="B of --units (default 1,000, the job's)")
+    cli = parser.parse_args()
+    if cli.units:
+        print(json.dumps(agreement_lib(cli.units, B=cli.bootstrap, log=lambda m: print(m, file=sys.stderr))))
+        raise SystemExit(0)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("FAULTLINE_DEV", "1")
     import django
@@ -232,9 +280,6 @@ if __name__ == "__main__":  # the timed part alone, on a database a killed run o
     from annotate.models import AnalysisResult, Episode, Job, Study
 
     settings.ALLOWED_HOSTS = ["*"]
-    parser = argparse.ArgumentParser(description="the timed part of scale_bench --only analysis")
-    parser.add_argument("--quick", action="store_true")
-    cli = parser.parse_args()
     big = Study.objects.get(slug="big")
     AnalysisResult.objects.filter(study=big).delete()  # every figure from a fresh start
     Job.objects.filter(study=big, status__in=["pending", "running"]).update(status="failed", error="bench restart")

@@ -84,70 +84,164 @@ class AxisAgreement:
     disagreeing: int = 0  # pairable units with any disagreement
 
 
-def _unit_counts(codes: np.ndarray, Q: int) -> np.ndarray:
-    """U x Q matrix of how many coders gave each category to each unit."""
-    U, R = codes.shape
+@dataclass(frozen=True, eq=False)
+class _Units:
+    """Each rated unit's ratings in compact form: one entry per (unit, category) the unit received, never a
+    units x categories matrix (whole labels number thousands: dense, that was 5 GB at 100,000 units).
+
+    Entries are sorted by unit, then category; `category` indexes `used`, the codes that occur. `m` is each
+    unit's number of ratings.
+    """
+
+    unit: np.ndarray
+    category: np.ndarray
+    count: np.ndarray
+    used: np.ndarray
+    m: np.ndarray
+
+
+def _unit_counts(codes: np.ndarray) -> _Units:
+    """How many coders gave each category to each unit, as sorted (unit, category, count) entries."""
     ok = codes >= 0
-    rows = np.repeat(np.arange(U), R).reshape(U, R)[ok]
-    return np.bincount(rows * Q + codes[ok], minlength=U * Q).reshape(U, Q).astype(np.float64)
+    rows = np.nonzero(ok)[0]
+    used, category = np.unique(codes[ok], return_inverse=True)
+    L = max(used.size, 1)
+    key, count = np.unique(rows * L + category, return_counts=True)
+    m = np.bincount(rows, minlength=codes.shape[0]).astype(np.float64)
+    return _Units(key // L, key % L, count.astype(np.float64), used, m)
 
 
-def _weight_chunks(U: int, B: int, seed: int, stream: int, max_cells: int = 1 << 22):
-    """B x U bootstrap weights over units, in chunks of whole seeded blocks to bound memory."""
-    per = max(1, max_cells // (BLOCK * max(U, 1)))
-    for first in range(0, n_blocks(B), per):
-        blocks = range(first, min(first + per, n_blocks(B)))
-        parts = []
-        for i in blocks:
-            b = min(BLOCK, B - i * BLOCK)
-            rng = _block_rng(seed, i, stream)
-            idx = rng.integers(0, U, size=(b, U), dtype=np.int64) + (np.arange(b) * U)[:, None]
-            parts.append(np.bincount(idx.ravel(), minlength=b * U).reshape(b, U))
-        yield np.vstack(parts).astype(np.float64)
+def _sparse(values: np.ndarray, rows: np.ndarray, units: np.ndarray, shape: tuple[int, int]):
+    """A rows x units sparse matrix stored by unit (CSC): its product with the units x replicates weights
+    reads each unit's weights once, in order, and adds them into the few rows the unit has entries in."""
+    from scipy.sparse import csc_array  # on first use, as scipy.special below
+
+    return csc_array((values, (rows, units)), shape=shape)
 
 
-def _agreement_stats(Wt: np.ndarray, N: np.ndarray, pairable: np.ndarray, Qc: int) -> dict[str, np.ndarray]:
-    """Percent agreement, Fleiss' kappa, Krippendorff's alpha and Gwet's AC1 for each weight row.
+def _weight_chunks(U: int, B: int, seed: int, stream: int, max_cells: int = 1 << 21):
+    """B x U bootstrap weights over units, in chunks of at most max(1, max_cells // U) rows to bound memory.
 
-    N holds every unit with at least one rating; `pairable` marks those with
-    two or more. These are Gwet's generalised formulas (Handbook of
-    Inter-Rater Reliability, 4th ed., ch. 2 and 5; the irrCAC package):
+    Block i's rows are drawn from its own seeded generator (`_block_rng`); a chunk may end inside a block,
+    whose next rows continue the same generator in the next chunk (numpy draws the same numbers in pieces as
+    in one call).
+    """
+    rows = max(1, max_cells // max(U, 1))
+    done, at, chunk = 0, 0, None
+    for i in range(n_blocks(B)):
+        rng, left = _block_rng(seed, i, stream), min(BLOCK, B - i * BLOCK)
+        while left:
+            if chunk is None:
+                chunk, at = np.empty((min(rows, B - done), U)), 0
+            k = min(left, chunk.shape[0] - at)
+            for row, idx in enumerate(rng.integers(0, U, size=(k, U), dtype=np.int64), start=at):
+                chunk[row] = np.bincount(idx, minlength=U)
+            at, left, done = at + k, left - k, done + k
+            if at == chunk.shape[0]:
+                yield chunk
+                chunk = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Overall:
+    """What the overall statistics sum over the rated units, each weight row costing O(units + entries).
+
+    `vectors` (units x 5, zero where a unit is not pairable but for the first column): 1; 1 if pairable;
+    its share of agreeing ordered rater pairs; its pairs of differing ratings over m - 1 (Krippendorff's
+    D_o); m. `by_category` (2 L x units, sparse): the ratings of pairable units in each of the L categories
+    used, then each rated unit's share of its ratings in them.
+    """
+
+    vectors: np.ndarray
+    by_category: object
+    L: int
+
+
+def _overall(units: _Units, pairable: np.ndarray) -> _Overall:
+    U1, L = units.m.size, units.used.size
+    sq = np.bincount(units.unit, weights=units.count**2, minlength=U1)
+    p, m = pairable, units.m[pairable]
+    vectors = np.zeros((U1, 5))
+    vectors[:, 0], vectors[:, 1] = 1, pairable
+    vectors[p, 2] = (sq[p] - m) / (m * (m - 1))
+    vectors[p, 3] = (m**2 - sq[p]) / (m - 1)
+    vectors[p, 4] = m
+    counted = pairable[units.unit]
+    values = np.concatenate([units.count[counted], units.count / units.m[units.unit]])
+    rows = np.concatenate([units.category[counted], units.category + L])
+    return _Overall(vectors, _sparse(values, rows, np.concatenate([units.unit[counted], units.unit]), (2 * L, U1)), L)
+
+
+def _agreement_stats(Wt: np.ndarray, X: np.ndarray, o: _Overall, Qc: int) -> dict[str, np.ndarray]:
+    """Percent agreement, Fleiss' kappa, Krippendorff's alpha and Gwet's AC1 for each weight row of Wt
+    (replicates x units; X is its transpose, C-contiguous).
+
+    The statistics are over every unit with at least one rating; those with
+    two or more are pairable. These are Gwet's generalised formulas (Handbook
+    of Inter-Rater Reliability, 4th ed., ch. 2 and 5; the irrCAC package):
     observed agreement p_a averages, over pairable units, the share of
     agreeing rater pairs; the chance terms use pi_k, the mean over *all* rated
     units of the unit's share of ratings in k (a unit coded once still tells
     which categories coders use). Fleiss: p_e = sum pi_k^2. AC1: p_e =
     sum pi_k (1 - pi_k) / (Qc - 1), Qc being the codebook's categories for the
     axis. Krippendorff's alpha uses pairable units only (its coincidence
-    matrix). Every statistic is a ratio of weighted sums over units, so one
-    matrix product evaluates all replicates.
+    matrix). Every statistic is a ratio of weighted sums over units: of
+    per-unit values (one matrix product) and of per-category totals (one
+    sparse product), so a weight row costs O(units + ratings) whatever the
+    number of categories.
     """
-    Np, Wp = N[pairable], Wt[:, pairable]
-    m = Np.sum(axis=1)
-    sq = (Np**2).sum(axis=1)
-    agree_pairs = (sq - m) / (m * (m - 1))  # share of agreeing ordered pairs in each unit
-    wsum = Wp.sum(axis=1)
-    m1 = N.sum(axis=1)
-    nc = Wp @ Np  # category totals over ratings of pairable units
-    n = nc.sum(axis=1)
-    do = Wp @ ((m**2 - sq) / (m - 1))
-    de = n**2 - (nc**2).sum(axis=1)
+    tot, wsum, agree, do, n = (Wt @ o.vectors).T
+    y = o.by_category @ X
+    nc, share = y[: o.L], y[o.L :]  # category totals over ratings of pairable units; sums of shares
+    de = n**2 - (nc**2).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        po = (Wp @ agree_pairs) / wsum
-        pi = (Wt @ (N / m1[:, None])) / Wt.sum(axis=1)[:, None]
-        pe_f = (pi**2).sum(axis=1)
-        pe_g = (pi * (1 - pi)).sum(axis=1) / (Qc - 1) if Qc > 1 else np.ones_like(po)
+        po = agree / wsum
+        pi = share / tot
+        pe_f = (pi**2).sum(axis=0)
+        pe_g = (pi * (1 - pi)).sum(axis=0) / (Qc - 1) if Qc > 1 else np.ones_like(po)
         fleiss = np.where(pe_f < 1 - 1e-12, (po - pe_f) / (1 - pe_f), np.nan)
         alpha = np.where(de > 0, 1 - (n - 1) * do / de, np.nan)
         ac1 = np.where(pe_g < 1 - 1e-12, (po - pe_g) / (1 - pe_g), np.nan)
     return {"percent": po, "fleiss": fleiss, "alpha": alpha, "ac1": ac1, "pe_f": pe_f, "pe_g": pe_g, "n": n, "de": de}
 
 
-def _pair_stats(Wt: np.ndarray, eq: np.ndarray, onehot_a: np.ndarray, onehot_b: np.ndarray) -> dict[str, np.ndarray]:
-    """Observed agreement and Cohen's kappa of one coder pair, for each weight row."""
-    tot = Wt.sum(axis=1)
+@dataclass(frozen=True, eq=False)
+class _Pair:
+    """One pair of coders who share units, as a sparse (2 + 2 S) x units matrix: where both coded, where
+    they agreed, then each coder's codes one-hot over the S categories both of them used; the codes."""
+
+    matrix: object
+    S: int
+    a: np.ndarray
+    b: np.ndarray
+
+
+def _pair(sub: np.ndarray, i: int, j: int, at: np.ndarray) -> _Pair:
+    a, b = sub[at, i], sub[at, j]
+    shared = np.intersect1d(a, b)  # p_e sums over these only: a category one coder never used adds 0
+    rows, units = [np.zeros(at.size, dtype=np.int64), np.ones(at.size, dtype=np.int64)], [at, at]
+    values = [np.ones(at.size), (a == b).astype(np.float64)]
+    for first, codes in ((2, a), (2 + shared.size, b)):
+        k = np.searchsorted(shared, codes)
+        hit = k < shared.size
+        hit[hit] = shared[k[hit]] == codes[hit]
+        rows.append(first + k[hit])
+        units.append(at[hit])
+        values.append(np.ones(int(hit.sum())))
+    shape = (2 + 2 * shared.size, sub.shape[0])
+    return _Pair(_sparse(np.concatenate(values), np.concatenate(rows), np.concatenate(units), shape), shared.size, a, b)
+
+
+def _pair_stats(X: np.ndarray, pair: _Pair) -> dict[str, np.ndarray]:
+    """Observed agreement and Cohen's kappa of one coder pair, for each column of X (units x replicates).
+
+    p_e = sum_k A_k B_k / n^2 over the categories both coders used (a category only one of them used adds 0).
+    """
+    y = pair.matrix @ X
+    tot, agree = y[0], y[1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        po = (Wt @ eq) / tot
-        pe = ((Wt @ onehot_a) * (Wt @ onehot_b)).sum(axis=1) / tot**2
+        po = agree / tot
+        pe = (y[2 : 2 + pair.S] * y[2 + pair.S :]).sum(axis=0) / tot**2
         kappa = np.where((tot > 0) & (pe < 1 - 1e-12), (po - pe) / (1 - pe), np.nan)
     return {"percent": po, "kappa": kappa, "pe": pe}
 
@@ -196,12 +290,6 @@ def _estimate(values: np.ndarray, level: float, undefined: str, replicate_reason
     return Estimate(float(v), lo, hi, "", share, warning)
 
 
-def _onehot(codes: np.ndarray, Q: int) -> np.ndarray:
-    out = np.zeros((codes.size, Q))
-    out[np.arange(codes.size), codes] = 1
-    return out
-
-
 _ONE_CATEGORY = "every rating in the resample fell in one category"
 _NO_PAIRS = "the resample drew no episode coded by two or more coders"
 _ONE_PAIR_CATEGORY = "both coders used one and the same category: kappa is undefined"
@@ -243,22 +331,13 @@ def agreement(
             U, int(m_all[m_all >= 2].sum()), none, none, none, none, (), _frozen(np.full(Q, -1.0)),
             _frozen(np.zeros(Q, dtype=np.int64)), False, none.reason, int(rated.sum()), Qc,
         )  # fmt: skip
-    sub = codes[rated]
-    N = _unit_counts(sub, Q)
-    U1 = sub.shape[0]
-    pair_data = _pair_data(sub, Q)
-    st, pair_rows = _replicates(N, pairable, Qc, pair_data, U1=U1, B=B, seed=seed)
-    Np = N[pairable]
-    m = Np.sum(axis=1)
-    D, bounds = _one_sided_bounds(Np, m, st, U, level)
+    units, st, pair_data, pair_rows = _statistics(codes[rated], Qc, B=B, seed=seed)
+    D, bounds = _one_sided_bounds(st, U, level)
     pairs = _pair_agreements(pair_data, pair_rows, Q, level)
-    # Specific agreement per category: agreeing pair-ends over all pair-ends that use it.
-    agreeing = (Np * (Np - 1) / (m - 1)[:, None]).sum(axis=0)
-    uses = Np.sum(axis=0)
-    specific = np.where(uses > 0, np.divide(agreeing, uses, out=np.zeros(Q), where=uses > 0), -1.0)
+    specific, uses = _specific(units, Q)
     return AxisAgreement(
         n_units=U,
-        n_ratings=int(m.sum()),
+        n_ratings=int(units.m[units.m >= 2].sum()),
         percent=_estimate(st["percent"], level, "undefined", _NO_PAIRS, bounds["percent"]),
         fleiss_kappa=_estimate(
             st["fleiss"], level, "all ratings in one category: kappa is undefined", _ONE_CATEGORY, bounds["fleiss"]
@@ -271,7 +350,7 @@ def agreement(
         specific=_frozen(specific),
         specific_n=_frozen(uses.astype(np.int64)),
         enough=True,
-        n_rated=U1,
+        n_rated=units.m.size,
         chance_categories=Qc,
         disagreeing=D,
     )
@@ -292,34 +371,51 @@ def _agreement_inputs(codes, n_categories, chance_categories, B, level) -> tuple
     return codes, Q, Qc, B, level
 
 
-def _pair_data(sub: np.ndarray, Q: int) -> dict[tuple[int, int], tuple]:
-    """Per pair of coders who share a unit: the shared units, agreement per unit, one-hot codes and the codes."""
+def _pair_data(sub: np.ndarray) -> dict[tuple[int, int], _Pair]:
+    """Each pair of coders who share a unit (see _Pair)."""
     pair_data = {}
     for i, j in itertools.combinations(range(sub.shape[1]), 2):
-        both = (sub[:, i] >= 0) & (sub[:, j] >= 0)
-        if both.any():
-            a, b = sub[both, i], sub[both, j]
-            pair_data[(i, j)] = (both, (a == b).astype(float), _onehot(a, Q), _onehot(b, Q), a, b)
+        at = np.flatnonzero((sub[:, i] >= 0) & (sub[:, j] >= 0))
+        if at.size:
+            pair_data[(i, j)] = _pair(sub, i, j, at)
     return pair_data
 
 
-def _replicates(N, pairable, Qc, pair_data, *, U1: int, B: int, seed: int) -> tuple[dict, dict]:
-    """The statistics on the sample (row 0) and on B weighted resamples of the units, overall and per pair."""
+def _statistics(sub: np.ndarray, Qc: int, *, B: int, seed: int) -> tuple[_Units, dict, dict, dict]:
+    """The rated units' counts; the overall statistics on the sample (row 0) and on B weighted resamples of the
+    units, with each pairable unit's share of agreeing rater pairs (`agree`); each coder pair and its rows."""
+    units = _unit_counts(sub)
+    U1 = units.m.size
+    overall = _overall(units, units.m >= 2)
+    pair_data = _pair_data(sub)
     ones = np.ones((1, U1))
-    rows = {k: [v] for k, v in _agreement_stats(ones, N, pairable, Qc).items()}
-    pair_rows = {p: {k: [v] for k, v in _pair_stats(ones[:, d[0]], *d[1:4]).items()} for p, d in pair_data.items()}
+    rows = {k: [v] for k, v in _agreement_stats(ones, ones.T, overall, Qc).items()}
+    pair_rows = {p: {k: [v] for k, v in _pair_stats(ones.T, d).items()} for p, d in pair_data.items()}
     for Wt in _weight_chunks(U1, B, seed, stream=7):
-        for k, v in _agreement_stats(Wt, N, pairable, Qc).items():
+        X = np.ascontiguousarray(Wt.T)
+        for k, v in _agreement_stats(Wt, X, overall, Qc).items():
             rows[k].append(v)
         for p, d in pair_data.items():
-            for k, v in _pair_stats(Wt[:, d[0]], *d[1:4]).items():
+            for k, v in _pair_stats(X, d).items():
                 pair_rows[p][k].append(v)
-    return {k: np.concatenate(v) for k, v in rows.items()}, pair_rows
+    st = {k: np.concatenate(v) for k, v in rows.items()}
+    st["agree"] = overall.vectors[units.m >= 2, 2]
+    return units, st, pair_data, {p: {k: np.concatenate(v) for k, v in r.items()} for p, r in pair_rows.items()}
 
 
-def _one_sided_bounds(Np: np.ndarray, m: np.ndarray, st: dict, U: int, level: float) -> tuple[int, dict]:
+def _specific(units: _Units, Q: int) -> tuple[np.ndarray, np.ndarray]:
+    """Specific agreement per category (agreeing pair-ends over all pair-ends that use it; -1 where unused) and
+    the ratings of pairable units in it."""
+    entries = units.m[units.unit] >= 2
+    cat, n_uk = units.used[units.category[entries]], units.count[entries]
+    agreeing = np.bincount(cat, weights=n_uk * (n_uk - 1) / (units.m[units.unit[entries]] - 1), minlength=Q)
+    uses = np.bincount(cat, weights=n_uk, minlength=Q)
+    return np.where(uses > 0, np.divide(agreeing, uses, out=np.zeros(Q), where=uses > 0), -1.0), uses
+
+
+def _one_sided_bounds(st: dict, U: int, level: float) -> tuple[int, dict]:
     """How many units hold a disagreement, and each statistic's one-sided lower bound (ONE_SIDED_METHOD)."""
-    dis = 1 - ((Np**2).sum(axis=1) - m) / (m * (m - 1))  # share of disagreeing pairs per unit
+    dis = 1 - st["agree"]  # share of disagreeing pairs per unit
     D = int((dis > 0).sum())
     # Worst case for the unseen disagreements: as strong as the ones seen (complete ones when none were seen).
     po_low = 1 - one_sided_disagreement(D, U, level=level) * (float(dis[dis > 0].mean()) if D else 1.0)
@@ -343,8 +439,8 @@ def _pair_agreements(pair_data: dict, pair_rows: dict, Q: int, level: float) -> 
     """Percent agreement and Cohen's kappa of each pair of coders, with their intervals or one-sided bounds."""
     pairs = []
     for (i, j), d in pair_data.items():
-        ps = {k: np.concatenate(v) for k, v in pair_rows[(i, j)].items()}
-        a, b = d[4], d[5]
+        ps = pair_rows[(i, j)]
+        a, b = d.a, d.b
         d_pair = int((a != b).sum())
         p_bound = 1 - one_sided_disagreement(d_pair, int(a.size), level=level)
         pe = float(ps["pe"][0])

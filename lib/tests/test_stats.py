@@ -1628,29 +1628,6 @@ def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
 #   lib.stats.bootstrap.x__bca__mutmut_97: q <= 1, so q (B - 1) never exceeds B - 1
 #   lib.stats.bootstrap.x__bca__mutmut_105: q <= 1, so the upper clip (B - 1 or B + 1) never bites
 #   lib.stats.intervals.x_wilson__mutmut_86: the Wilson upper limit never exceeds 1 (exactly 1.0 at k = n)
-#   lib.stats.interrater.x__unit_counts__mutmut_15: astype(None) is float64
-#   lib.stats.interrater.x__weight_chunks__mutmut_6: chunk grouping never changes the concatenated weights
-#   lib.stats.interrater.x__weight_chunks__mutmut_13: U >= 2 here (agreement returns earlier with fewer units)
-#   lib.stats.interrater.x__weight_chunks__mutmut_54: integers(U) draws from [0, U), the same stream as integers(0, U)
-#   lib.stats.interrater.x__weight_chunks__mutmut_57: int64 is the default dtype of Generator.integers
-#   lib.stats.interrater.x__weight_chunks__mutmut_71: astype(None) is float64
-#   lib.stats.interrater.x__agreement_stats__mutmut_63: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
-#   lib.stats.interrater.x__agreement_stats__mutmut_72: with Qc = 1 the chance term is 0/0 = nan: AC1 undefined either way
-#   lib.stats.interrater.x__agreement_stats__mutmut_82: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   lib.stats.interrater.x__agreement_stats__mutmut_83: p_e = 1 exactly only with one category, then p_o = 1 and 0/0 = nan
-#   lib.stats.interrater.x__one_sided_bounds__mutmut_54: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   lib.stats.interrater.x__one_sided_bounds__mutmut_66: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   lib.stats.interrater.x__pair_agreements__mutmut_32: a chance term exactly 1 - 1e-12 cannot arise from count shares
-#   lib.stats.interrater.x__one_sided_bounds__mutmut_84: D_e = sum_{j != k} n_j n_k is 0 or at least 2 on the sample
-#   lib.stats.interrater.x__pair_data__mutmut_17: astype(None) is float64, as astype(float)
-#   lib.stats.interrater.x__pair_agreements__mutmut_56: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x__pair_agreements__mutmut_66: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x__pair_agreements__mutmut_67: a pair exists only where both coded a unit: its sample value is defined
-#   lib.stats.interrater.x_agreement__mutmut_194: with two or more pairable units the sample percent agreement is defined
-#   lib.stats.interrater.x_agreement__mutmut_204: with two or more pairable units the sample percent agreement is defined
-#   lib.stats.interrater.x_agreement__mutmut_205: with two or more pairable units the sample percent agreement is defined
-#   lib.stats.interrater.x_agreement__mutmut_154: np.where overwrites the uninitialised slots (unused categories) with -1
-#   lib.stats.interrater.x_agreement__mutmut_162: a category used once has no agreeing pair-end: 0 either way
 #   lib.stats.designs.x_design_without__mutmut_26: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_29: the zipped sequences have equal length by construction
 #   lib.stats.designs.x_design_without__mutmut_30: the zipped sequences have equal length by construction
