@@ -1180,6 +1180,8 @@ def test_it_describes_each_sensitivity_check_exactly():
     loo, _cap, drop, rec = checks
     assert loo.detail["n_clusters"] == 12 and loo.detail["most_influential"]["side"] == "a"
     assert loo.detail["most_influential"]["shift"] == pytest.approx(-10 / 15)
+    iv = stats.bootstrap_diff_cell(stats.design_without(a, [a.names.index("big")]), b, 0, B=200, seed=1, stream=1)
+    assert (loo.low, loo.high) == (iv.low, iv.high)  # the interval without "big", taken from kind a only
     assert drop.detail == {"a": "big", "a_size": 10, "b": None, "b_size": 0}
     # Without "big", neither kind has anything in cell 0: every replicate difference is 0.
     assert (drop.low, drop.high, drop.excludes_zero, drop.enough) == (0.0, 0.0, False, True)
@@ -1187,7 +1189,8 @@ def test_it_describes_each_sensitivity_check_exactly():
     assert rec.detail["record_width"] < rec.detail["cluster_width"]
     singles = design([0, 1, 0, 1], ["s1", "s2", "s3", "s4"], K=2)
     flat = {c.name: c for c in stats.sensitivity(singles, singles, 0, B=100, seed=1)}["drop_largest_cluster"]
-    assert not flat.enough and flat.reason == "no cluster holds more than one episode"
+    assert flat.enough is False and flat.reason == "no cluster holds more than one episode"
+    assert flat.description == "Without the largest cluster of each kind (clusters of one episode are kept)"
     assert flat.detail == {"a": None, "a_size": 0, "b": None, "b_size": 0} and flat.estimate is None
     two = design([0, 0, 1], ["x", "x", "y"], K=2)
     short = {c.name: c for c in stats.sensitivity(two, singles, 0, B=100, seed=1)}["drop_largest_cluster"]
@@ -1522,6 +1525,10 @@ def test_it_leaves_out_a_cluster_that_holds_all_but_one_or_all_episodes_of_a_kin
     expected = [0.0 - pb, 1.0 - pb] + [0.9 - (2 - c) / (5 - n) for c, n in ((1, 1), (0, 2), (1, 1), (0, 1))]
     assert loo.detail["n_clusters"] == 6
     assert (loo.detail["min"], loo.detail["max"]) == (pytest.approx(min(expected)), pytest.approx(max(expected)))
+    mirrored = stats.sensitivity(b, nine, 0, B=100, seed=1)[0]
+    assert mirrored.detail["n_clusters"] == 6
+    assert (mirrored.detail["min"], mirrored.detail["max"]) == (pytest.approx(-max(expected)),
+                                                                pytest.approx(-min(expected)))  # fmt: skip
     # Leaving out the cluster that holds all of kind a leaves no estimate: only the empty one counts.
     checks = {c.name: c for c in stats.sensitivity(whole, b, 0, B=100, seed=1, cap=1, subsamples=2)}
     assert checks["leave_one_cluster_out"].detail["n_clusters"] == 1 + 4
@@ -1534,20 +1541,44 @@ def test_it_leaves_out_a_cluster_that_holds_all_but_one_or_all_episodes_of_a_kin
     drop = checks["drop_largest_cluster"]
     assert drop.detail == {"a": None, "a_size": 0, "b": "q", "b_size": 2}
     assert drop.estimate == pytest.approx(3 / 4 - 2 / 3)
+    mirrored = {c.name: c for c in stats.sensitivity(b, whole, 0, B=100, seed=1, cap=1, subsamples=1)}
+    assert mirrored["leave_one_cluster_out"].detail["n_clusters"] == 4 + 1
+    assert mirrored["drop_largest_cluster"].detail == {"a": "q", "a_size": 2, "b": None, "b_size": 0}
 
 
 def test_it_refuses_a_cap_or_subsample_count_below_one():
     a, b = dominated()
     for bad in ({"cap": 0}, {"subsamples": 0}, {"cap": -1}):
-        with pytest.raises(ValueError, match="cap and subsamples must be at least 1"):
+        with pytest.raises(ValueError, match=r"^cap and subsamples must be at least 1$"):
             stats.sensitivity(a, b, 0, B=100, seed=1, **bad)
+    cap = {c.name: c for c in stats.sensitivity(a, b, 0, B=100, seed=1, cap=1, subsamples=1)}["cluster_cap"]
+    assert cap.detail["cap"] == 1 and cap.detail["subsamples"] == 1
+
+
+def test_it_splits_the_replicates_of_the_cap_check_over_its_subsamples():
+    """B = 601 over 2 subsamples: ceil(601 / 2) = 301 replicates each (more than a block of 128), pooled."""
+    a, b = paper_like(21, n_clusters=15), paper_like(22, n_clusters=12)
+    cap = {c.name: c for c in stats.sensitivity(a, b, 1, B=601, seed=4, cap=3, subsamples=2)}["cluster_cap"]
+    rng = bootstrap._block_rng(4, 0, stream=2)
+    reps = []
+    for s in range(2):
+        ca, cb = sensitivity_checks._capped(a, 3, rng), sensitivity_checks._capped(b, 3, rng)
+        ra, rb = stats.replicate_blocks([ca, cb], B=301, seed=4, stream=100 + s)
+        assert ra.shape[0] == 301
+        reps.append(stats.replicate_proportions(ra)[:, 1] - stats.replicate_proportions(rb)[:, 1])
+    lo, hi = np.quantile(np.concatenate(reps), [0.025, 0.975])
+    assert (cap.low, cap.high) == (pytest.approx(lo), pytest.approx(hi))
 
 
 def test_it_reports_no_widening_when_the_record_interval_has_no_width():
     a = design([0, 0, 0, 0], ["x", "x", "y", "z"], K=2)
     b = design([0, 0, 0], ["p", "q", "q"], K=2)
-    rec = {c.name: c for c in stats.sensitivity(a, b, 0, B=100, seed=1)}["record_bootstrap"]
+    checks = {c.name: c for c in stats.sensitivity(a, b, 0, B=100, seed=1)}
+    rec = checks["record_bootstrap"]
     assert (rec.low, rec.high) == (0.0, 0.0) and rec.detail["widening"] is None
+    # An interval of [0, 0] does not exclude zero.
+    cap = checks["cluster_cap"]
+    assert (cap.low, cap.high, cap.excludes_zero) == (0.0, 0.0, False)
 
 
 def test_it_reports_the_reason_and_names_when_sensitivity_lacks_data():
@@ -1663,9 +1694,9 @@ def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
 #   lib.stats.intervals.x_svyciprop_sizes__mutmut_2: integer counts meet float64 p before any arithmetic
 #   lib.stats.sensitivity_checks.x__capped__mutmut_56: the names are str: a str array's tolist() gives the same tuple
 #   lib.stats.sensitivity_checks.x__capped__mutmut_58: the names are str: a str array's tolist() gives the same tuple
-#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_53: replicate_blocks draws fixed seeded blocks whatever the threads
-#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_58: replicate_blocks draws fixed seeded blocks whatever the threads
-#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_61: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_47: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_52: replicate_blocks draws fixed seeded blocks whatever the threads
+#   lib.stats.sensitivity_checks.x__cluster_cap__mutmut_55: replicate_blocks draws fixed seeded blocks whatever the threads
 #   lib.stats.intervals.x_cell_icc__mutmut_3: integer sizes give the same sums; their ratio is a true division
 #   lib.stats.intervals.x_cell_icc__mutmut_5: integer sizes give the same sums; their ratio is a true division
 #   lib.stats.intervals.x_cell_icc__mutmut_17: zeros either way
