@@ -1508,6 +1508,12 @@ def test_it_names_and_drops_the_most_influential_cluster_on_the_second_kinds_sid
     pair = design([0, 0, 1], ["x", "x", "y"], K=2)
     drop = {c.name: c for c in stats.sensitivity(a, pair, 0, B=100, seed=1)}["drop_largest_cluster"]
     assert drop.detail == {"a": "big", "a_size": 10, "b": "x", "b_size": 2}
+    # On side a, only kind a loses the cluster: kind b (here varied in cell 0) stays whole.
+    mixed = design([0, 1, 1, 0, 1, 1], [f"p{i}" for i in range(6)], K=2)
+    loo = stats.sensitivity(a, mixed, 0, B=200, seed=1)[0]
+    assert loo.detail["most_influential"]["side"] == "a" and loo.detail["most_influential"]["cluster"] == "big"
+    iv = stats.bootstrap_diff_cell(stats.design_without(a, [a.names.index("big")]), mixed, 0, B=200, seed=1, stream=1)
+    assert (loo.low, loo.high) == (iv.low, iv.high)
 
 
 def test_it_leaves_out_a_cluster_that_holds_all_but_one_or_all_episodes_of_a_kind():
