@@ -520,13 +520,15 @@ def test_it_takes_percentile_limits_at_the_stated_quantiles():
         assert np.array_equal(diff.low, dlo) and np.array_equal(diff.high, dhi) and diff.method == "percentile"
 
 
-def reference_df(m, icc, level=0.95):
+def reference_df(m, icc, level=0.95, cap=None):
     """The default's degrees of freedom from G x G matrices (eigenvalues, as the papers write it).
 
     Clusters with Var u_g = m_g (1 + (m_g - 1) icc); residuals e = (I - h 1') u, O = W^1/2 Cov(e) W^1/2; r = e minus
-    its regression b (1' u) on the error, O_r likewise. The smaller of tr(O)^2 / tr(O_r O_r) and the df whose t
-    quantile is c, c^2 = tau^2 S / (tr O_r + tau^2 S b'Wb), tau the t quantile on tr(O_r)^2 / tr(O_r O_r) df
-    (found by root search); each clipped to [1, G - 1].
+    its regression b (1' u) on the error, O_r likewise. The remainder's df are df_r = tr(O_r)^2 / tr(O_r O_r)
+    (clipped to [1, G - 1]; with `cap`, the upper limit's figure, at most max(cap, 1), and then tr(O_r O_r) is
+    read back as tr(O_r)^2 / df_r). The smaller of tr(O)^2 / tr(O_r O_r) and the df whose t quantile is c,
+    c^2 = tau^2 S / (tr O_r + tau^2 S b'Wb), tau the t quantile on df_r (found by root search); each clipped to
+    [1, G - 1].
     """
     from scipy import optimize
     from scipy import stats as st
@@ -542,9 +544,12 @@ def reference_df(m, icc, level=0.95):
     W = np.diag(1 / (1 - m / N))
     lam = np.linalg.eigvalsh(W**0.5 @ cov_e @ W**0.5)
     lam_r = np.linalg.eigvalsh(W**0.5 @ cov_r @ W**0.5)
-    spread = min(max(lam.sum() ** 2 / (lam_r**2).sum(), 1), G - 1)
+    df_r = min(max(lam_r.sum() ** 2 / (lam_r**2).sum(), 1), G - 1)
+    if cap is not None:
+        df_r = min(df_r, max(cap, 1))
+    spread = min(max(lam.sum() ** 2 / (lam_r.sum() ** 2 / df_r), 1), G - 1)
     q = 1 - (1 - level) / 2
-    tau = st.t.ppf(q, min(max(lam_r.sum() ** 2 / (lam_r**2).sum(), 1), G - 1))
+    tau = st.t.ppf(q, df_r)
     c = (tau**2 * S / (lam_r.sum() + tau**2 * S * (b @ W @ b))) ** 0.5
     if c <= st.t.ppf(q, G - 1):
         ceiling = G - 1
@@ -559,9 +564,9 @@ def reference_cellwise(counts, level=0.95):
     """Plain-Python reference of the default interval, cell by cell, with the degrees of freedom from G x G matrices.
 
     CR2 variance sum_g (y_g - p m_g)^2 / (1 - h_g) / N^2; deff = variance / (p (1 - p) / N) floored at 1, capped
-    at sum m^2 / N; the cell's icc = (deff - 1) / (cap - 1); df = reference_df; the upper limit's df at most
-    (Kish's effective clusters - 1) where the cell shows clustering; Korn-Graubard beta limits; the exact binomial
-    bound on N for an empty (or full) cell.
+    at sum m^2 / N; the cell's icc = (deff - 1) / (cap - 1); df = reference_df; where the cell shows clustering,
+    the upper limit's df are reference_df with the remainder's df at most (Kish's effective clusters - 1), and at
+    most df; Korn-Graubard beta limits; the exact binomial bound on N for an empty (or full) cell.
     """
     from scipy import stats as st
 
@@ -583,10 +588,11 @@ def reference_cellwise(counts, level=0.95):
         v = sum((y[g] - p * m[g]) ** 2 / (1 - h[g]) for g in range(G)) / N**2
         raw = v / (p * (1 - p) / N)
         deff = min(max(raw, 1.0), cap)
-        df = reference_df(m, (deff - 1) / (cap - 1) if cap > 1 else 0.0, level)
+        icc = (deff - 1) / (cap - 1) if cap > 1 else 0.0
+        df = reference_df(m, icc, level)
         carried = sum(1 for x in y if x > 0)
         worth = sum(y) ** 2 / sum(x * x for x in y)  # Kish's effective number of clusters
-        df_up = min(df, max(worth - 1, 1)) if raw > 1 and sum(y) > carried else df
+        df_up = min(df, reference_df(m, icc, level, cap=worth - 1)) if raw > 1 and sum(y) > carried else df
         limits = []
         for d, side in ((df, 0), (df_up, 1)):
             n = N / deff * (st.t.ppf(1 - a / 2, N - 1) / st.t.ppf(1 - a / 2, d)) ** 2
@@ -608,7 +614,8 @@ def test_it_computes_the_default_interval_like_a_plain_reference_cell_by_cell():
             assert iv.low[k] == pytest.approx(lo, abs=1e-10) and iv.high[k] == pytest.approx(hi, abs=1e-10), k
             assert iv.df[k] == pytest.approx(df, rel=1e-9) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-9)
     eff = stats.effective_sizes(d)
-    assert eff.df_upper[4] == 1.0 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
+    # Cell 4 sits in one cluster (Kish: 1): its remainder rests on 1 df; the cluster's 29% of the records add a little.
+    assert 1.0 < eff.df_upper[4] < 1.2 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
     # Records each in a cluster of their own show no clustering: the upper limit keeps the design's df.
     assert eff.deff[5] > 1 and eff.df_upper[5] == eff.df[5]
     one = stats.effective_sizes(design([0] * 30 + [1], [f"r{i % 10}" for i in range(31)], K=2))
@@ -691,7 +698,8 @@ def test_it_matches_r_svyciprop_beta_on_the_worked_example():
     default = stats.cell_intervals(d, None)
     assert [round(x, 4) for x in default.low] == [0.2034, 0.0791, 0.0078, 0.0]
     assert [round(x, 2) for x in default.df] == [3.58, 3.71, 4.05, 4.6]
-    assert [round(x, 4) for x in default.high] == [0.9021, 0.7187, 0.6737, 0.0881]
+    assert [round(x, 2) for x in default.df_upper] == [3.45, 3.07, 1.69, 4.6]
+    assert [round(x, 4) for x in default.high] == [0.8949, 0.7089, 0.6636, 0.0881]
 
 
 def test_it_keeps_a_cells_interval_when_other_cells_are_merged_or_split():
@@ -810,6 +818,54 @@ def test_it_lets_a_dominant_repositorys_share_of_the_variance_count_as_known_up_
     assert 5 < eff.df[0] < 7 and st.t.ppf(0.975, eff.df[0]) == pytest.approx(1 / np.sqrt(1 - 250 / 300), rel=1e-2)
     assert st.t.ppf(0.95, stats.effective_sizes(d, level=0.9).df[0]) >= 1 / np.sqrt(1 - 250 / 300) - 1e-3
     assert stats.cell_icc(np.array([1.0, 3.0]), np.array([1, 1, 1])).tolist() == [0.0, 0.0]  # no clustering possible
+
+
+def dominant_design():
+    """One repository with 600 of 1,500 records and 150 with 6 each; cell mixes drawn around 40/30/5/25%."""
+    rng = np.random.default_rng(31)
+    sizes = np.array([600] + [6] * 150)
+    mix = rng.dirichlet(np.array([0.4, 0.3, 0.05, 0.25]) * 5, size=sizes.size)
+    counts = np.array([rng.multinomial(s, p) for s, p in zip(sizes, mix, strict=True)])
+    cells = np.concatenate([np.repeat(np.arange(4), c) for c in counts])
+    return design(cells, np.repeat(np.array([f"r{i:03d}" for i in range(sizes.size)], dtype=object), sizes))
+
+
+def test_it_does_not_let_a_dominant_repository_cut_the_upper_limits_degrees_of_freedom_to_its_kish_count():
+    d = dominant_design()
+    assert d.counts[0].tolist() == [111, 217, 0, 272] and d.totals.tolist() == [466, 456, 58, 520]
+    eff, ec = stats.effective_sizes(d), stats.effective_clusters(d)
+    # The big repository makes cells 1 and 3 "4.35 and 3.62 clusters' worth" (Kish). The old rule rested their upper
+    # limits on ec - 1 df; that repository's residual moves with the error, so only the remainder's df are capped.
+    assert ec[1] < 5 and ec[3] < 4 and eff.df[1] > 20 and eff.df[3] > 90
+    old = np.minimum(eff.df, np.maximum(ec - 1, 1))
+    assert old[1] < 3.4 and old[3] < 2.7
+    assert eff.df_upper[1] == pytest.approx(eff.df[1], rel=1e-12) and eff.df_upper[3] > 0.99 * eff.df[3]
+    iv = stats.cell_intervals(d, None)
+    _, hi_old = stats.korn_graubard_limits(d.totals / d.n, eff.n_eff, d.n, eff.df, old)
+    width, width_old = iv.high - iv.low, hi_old - iv.low
+    assert width[1] < 0.8 * width_old[1] and width[3] < 0.7 * width_old[3]
+    # The same figures from G x G matrices (151 clusters), cell by cell.
+    for k, (lo, hi, df, df_up) in enumerate(reference_cellwise(d.counts.tolist())):
+        assert (iv.low[k], iv.high[k]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10)), k
+        assert iv.df[k] == pytest.approx(df, rel=1e-8) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-8), k
+
+
+def test_it_keeps_the_kish_cap_on_the_upper_limit_where_no_residual_moves_with_the_error():
+    # Equal sizes: every b_g is 0, the remainder is the whole variance estimate, and the upper limit's df are
+    # min(df, Kish's effective clusters - 1) exactly, as before the dominant-repository change.
+    rng = np.random.default_rng(7)
+    mix = rng.dirichlet(np.array([0.6, 0.3, 0.1]) * 2, size=12)
+    counts = np.array([rng.multinomial(20, p) for p in mix])
+    cells = np.concatenate([np.repeat(np.arange(3), c) for c in counts])
+    d = design(cells, np.repeat(np.array([f"r{i}" for i in range(12)], dtype=object), 20), K=3)
+    eff, ec = stats.effective_sizes(d), stats.effective_clusters(d)
+    capped = np.minimum(eff.df, np.maximum(ec - 1, 1))
+    assert np.any(capped < eff.df)  # the cap bites on some cell
+    assert eff.df_upper == pytest.approx(capped, rel=1e-9)
+    cap = np.array([2.5, 0.0, 40.0])  # below 1 counts as 1; above the remainder's df changes nothing
+    base = stats.clustered_df(d.sizes, [0.3] * 3)
+    got = stats.clustered_df(d.sizes, [0.3] * 3, remainder_cap=cap)
+    assert got == pytest.approx([2.5, 1.0, base[2]], rel=1e-9)
 
 
 def test_it_bounds_an_empty_cell_by_the_exact_binomial_on_all_records():
