@@ -312,7 +312,8 @@ def analytic_limits(
         centre = (p + z * z / (2 * n_eff)) / denom
         half = z * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff)) / denom
         return np.maximum(0.0, centre - half), np.minimum(1.0, centre + half)
-    raise ValueError(f"method must be one of {', '.join(CELL_METHODS)}")
+    # A bootstrap method is a cell method too, but has no analytic limits: name the ones that do.
+    raise ValueError(f"method must be one of {', '.join(m for m in CELL_METHODS if m not in BOOTSTRAP_METHODS)}")
 
 
 def cell_intervals(

@@ -868,6 +868,51 @@ def test_it_keeps_the_kish_cap_on_the_upper_limit_where_no_residual_moves_with_t
     assert got == pytest.approx([2.5, 1.0, base[2]], rel=1e-9)
 
 
+def test_it_refuses_analytic_limits_for_a_bootstrap_method_naming_the_analytic_ones():
+    for method in ("percentile", "bca"):
+        with pytest.raises(ValueError) as err:
+            stats.analytic_limits(np.array([0.2]), np.array([10.0]), method)
+        assert str(err.value) == "method must be one of beta_cr2_bm, svyciprop_beta, jeffreys_deff, wilson_deff"
+
+
+def test_it_takes_bell_mccaffrey_df_of_clusters_in_the_millions_without_integer_overflow():
+    # m^3 of a 3,000,000-record cluster passes int64's range: the sums must be taken in floating point.
+    sizes = np.array([3_000_000, 1_000_000, 1_000_000])
+    m = sizes.astype(float)
+    N, w = m.sum(), 1 / (1 - m / m.sum())
+    tr2 = (w * w * m * m).sum() - 2 * (w * w * m**3).sum() / N + (w * m * m).sum() ** 2 / N**2
+    assert stats.bell_mccaffrey_df(sizes) == pytest.approx(min(max(N * N / tr2, 1), 2), rel=1e-12)
+    assert 1 < stats.bell_mccaffrey_df(sizes) < 2
+
+
+def test_it_gives_a_cell_holding_every_record_its_designs_df_on_both_limits():
+    # A full cell has no variance of its own (deff 1): the upper limit is not "clustered", whatever Kish says.
+    d = design([0] * 10, ["a"] * 5 + ["b"] * 3 + ["c", "d"], K=2)
+    eff = stats.effective_sizes(d)
+    assert eff.deff.tolist() == [1.0, 1.0] and stats.effective_clusters(d)[0] < 3
+    assert eff.df_upper[0] == eff.df[0] > 1.5
+
+
+def test_it_counts_only_clusters_with_records_in_rs_degrees_of_freedom():
+    d = design([0, 1, 0, 0, 1, 2], ["a", "a", "b", "c", "c", "d"], K=3)
+    padded = stats.ClusterDesign(
+        np.vstack([d.counts, np.zeros((2, 3), dtype=d.counts.dtype)]), (*d.names, "y", "z"), d.cells, d.episode_cluster
+    )
+    assert stats.svyciprop_sizes(padded).df == stats.svyciprop_sizes(d).df == 3.0
+    assert stats.svyciprop_sizes(padded).variance.tolist() == pytest.approx(
+        (stats.svyciprop_sizes(d).variance).tolist(), rel=1e-12
+    )
+
+
+def test_it_gives_no_nan_estimate_for_a_difference_with_an_empty_kind():
+    a = design([0, 1, 1, 0, 2], ["a", "b", "c", "d", "e"], K=3)
+    empty = design(np.array([], dtype=int), np.array([], dtype=object), K=3)
+    for x, y in ((a, empty), (empty, a)):
+        with np.errstate(all="raise"):
+            res = stats.diff_intervals(x, y, None, None)
+        assert not res.enough and np.isfinite(res.estimate).all()
+
+
 def test_it_bounds_an_empty_cell_by_the_exact_binomial_on_all_records():
     from scipy import stats as st
 
