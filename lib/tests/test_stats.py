@@ -784,6 +784,8 @@ def test_it_computes_the_degrees_of_freedom_like_the_matrix_reference():
                 assert g == pytest.approx(reference_df(sizes, icc, level), rel=1e-8), (sizes[:3], icc, level)
     for sizes, icc in ((np.array([10, 1, 1]), 0.5), (np.array([6, 2, 1]), 0.0)):  # a spread below 2
         assert stats.clustered_df(sizes, [icc])[0] == pytest.approx(reference_df(sizes, icc), rel=1e-8)
+    # c can pass t_1's quantile (its df would be 0.98): the ceiling is clipped to 1 like the spread.
+    assert stats.clustered_df(np.array([1248, 3, 4]), [0.129]).tolist() == [1.0] == [reference_df([1248, 3, 4], 0.129)]
     # Clusters without records count for nothing, also in the clips.
     assert (
         stats.clustered_df(np.append(one, [0, 0]), [0.2, 0.0]).tolist() == stats.clustered_df(one, [0.2, 0.0]).tolist()
@@ -1743,17 +1745,23 @@ def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
 #   lib.stats.intervals.x_clustered_df__mutmut_15: icc meets the float64 sizes in V first
 #   lib.stats.intervals.x_clustered_df__mutmut_18: with 2 clusters every clip is to [1, 1]
 #   lib.stats.intervals.x_clustered_df__mutmut_19: with 2 clusters every clip is to [1, 1]
-#   lib.stats.intervals.x_clustered_df__mutmut_94: tr(O_r^2) <= tr(O^2) <= (tr O)^2 (O >= O_r >= 0), so spread >= 1
-#   lib.stats.intervals.x_clustered_df__mutmut_95: the ceiling is at most G - 1 and the smaller is taken
-#   lib.stats.intervals.x_clustered_df__mutmut_102: the ceiling is at most G - 1 and the smaller is taken
-#   lib.stats.intervals.x_clustered_df__mutmut_119: a Satterthwaite ratio of a non-zero PSD matrix is at least 1
-#   lib.stats.intervals.x_clustered_df__mutmut_120: a Satterthwaite ratio never exceeds the rank, G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_127: a Satterthwaite ratio never exceeds the rank, G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_143: c between t_{G+1} and t_{G-1} inverts to a df above G - 1: clipped
-#   lib.stats.intervals.x_clustered_df__mutmut_146: where c <= top the inverse of top is G - 1 again (to 1e-9)
-#   lib.stats.intervals.x_clustered_df__mutmut_152: at c == top both branches give G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_153: spread is already clipped to G - 1, and the smaller is taken
-#   lib.stats.intervals.x_clustered_df__mutmut_157: c > top inverts to a df below G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_170: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_94: a Satterthwaite ratio of a non-zero PSD matrix (O_r) is at least 1
+#   lib.stats.intervals.x_clustered_df__mutmut_95: a Satterthwaite ratio never exceeds the rank of O_r, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_102: a Satterthwaite ratio never exceeds the rank of O_r, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_120: tr(O_r^2) and (tr O_r)^2 / df_r are at most (tr O_r)^2 <= (tr O)^2
+#   lib.stats.intervals.x_clustered_df__mutmut_121: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_128: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_158: c between t_{G+1} and t_{G-1} inverts to a df above G - 1: clipped
+#   lib.stats.intervals.x_clustered_df__mutmut_161: where c <= top the inverse of top is G - 1 again (to 1e-9)
+#   lib.stats.intervals.x_clustered_df__mutmut_167: at c == top both branches give G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_168: spread is already clipped to G - 1, and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_172: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_185: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_43: (tr O)^2 / tr(O^2) never exceeds the rank of O, G - 1
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_50: (tr O)^2 / tr(O^2) never exceeds the rank of O, G - 1
 #   lib.stats.intervals.x_effective_sizes__mutmut_3: integer counts meet float64 p before any arithmetic
+#   lib.stats.intervals.x_effective_sizes__mutmut_18: out=None leaves h = 1 (one cluster) unset, but its residuals are
+#     all 0 and numpy's fresh buffer (a just-freed temporary) holds finite values there: not killable deterministically
+#   lib.stats.intervals.x_effective_sizes__mutmut_52: out=None leaves raw unset where srs = 0 (a share of 0 or 1); the
+#     fresh buffer is a just-freed temporary (srs' zeros), clipped to 1: not killable deterministically
 #   lib.stats.interrater.x__confusion_cells__mutmut_15: np.unique returns its counts as int64 already
