@@ -159,7 +159,8 @@ class KindSerializer(serializers.Serializer):
         "see docs/intervals.md); null without enough data."
     )
     df_upper = grid(
-        "Degrees of freedom of each cell's upper limit: at most its effective clusters - 1 where it is clustered; "
+        "Degrees of freedom of each cell's upper limit: where it is clustered, the part of the variance estimate "
+        "independent of the error rests on at most its effective clusters - 1 (docs/intervals.md, step 4); "
         "null without enough data."
     )
     distributions = DistributionsSerializer()

@@ -235,7 +235,8 @@ CELL_METHODS = ("beta_cr2_bm", "svyciprop_beta", "jeffreys_deff", "wilson_deff",
 DEFAULT_CELL_METHOD = "beta_cr2_bm"
 CELL_METHOD_NAMES = {
     "beta_cr2_bm": "Korn-Graubard beta interval, cell by cell: CR2 cluster variance, Bell-McCaffrey degrees of "
-    "freedom under the cell's intra-cluster correlation (an upper limit on at most effective clusters - 1), design "
+    "freedom under the cell's intra-cluster correlation (an upper limit's part independent of the error on at most "
+    "effective clusters - 1), design "
     "effect at most full clustering's; an empty cell gets the exact binomial (Clopper-Pearson) bound on all the "
     "kind's records",
     "svyciprop_beta": 'R survey::svyciprop(method = "beta"): linearised variance, clusters - 1 degrees of freedom',

@@ -91,7 +91,9 @@ def cell_icc(deff: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return np.clip((np.asarray(deff, dtype=np.float64) - 1) / (cap - 1), 0.0, 1.0)
 
 
-def clustered_df(sizes: np.ndarray, icc: np.ndarray, *, level: float = 0.95) -> np.ndarray:
+def clustered_df(
+    sizes: np.ndarray, icc: np.ndarray, *, level: float = 0.95, remainder_cap: np.ndarray | None = None
+) -> np.ndarray:
     """Per cell, the degrees of freedom of the default interval: Bell and McCaffrey's under the cell's own
     intra-cluster correlation, taking into account that part of the variance estimate moves with the error.
 
@@ -116,6 +118,11 @@ def clustered_df(sizes: np.ndarray, icc: np.ndarray, *, level: float = 0.95) -> 
     Both are clipped to [1, G - 1]. The ceiling matters only where one cluster holds most of the records; the
     spread falls where several large clusters share the variance (Pareto sizes) and rises where one cluster
     is most of it. bench/coverage_bench.py and docs/intervals.md give the coverage this buys.
+
+    `remainder_cap` (per cell, the upper limit's figure): the remainder's df_r = (tr O_r)^2 / tr(O_r^2) are
+    taken as at most max(remainder_cap, 1), and tr(O_r^2) as (tr O_r)^2 / df_r in the spread. Where no residual
+    moves with the error (b = 0, e.g. equal sizes) the result is min(figure, max(cap, 1)); the part tied to the
+    error keeps its own ratio whatever the cap.
     """
     from scipy.special import stdtridf, stdtrit  # on first use: 25 MB a web process need not load
 
@@ -133,10 +140,14 @@ def clustered_df(sizes: np.ndarray, icc: np.ndarray, *, level: float = 0.95) -> 
     trace = (w * (V * (1 - 2 * h) + h * h * S)).sum(axis=0)
     trace_r = (w * V * (1 - V / S)).sum(axis=0)
     trace2_r = (w * w * V * V).sum(axis=0) - 2 * (w * w * V**3).sum(axis=0) / S + (w * V * V).sum(axis=0) ** 2 / S**2
+    df_r = np.clip(trace_r * trace_r / trace2_r, 1, G - 1)
+    if remainder_cap is not None:
+        df_r = np.minimum(df_r, np.maximum(remainder_cap, 1))
+        trace2_r = trace_r * trace_r / df_r
     spread = np.clip(trace * trace / trace2_r, 1, G - 1)
     b = (V - h * S) / S
     q = (w * b * b).sum(axis=0)
-    tau = stdtrit(np.clip(trace_r * trace_r / trace2_r, 1, G - 1), quantile)
+    tau = stdtrit(df_r, quantile)
     c = np.sqrt(tau * tau * S / (trace_r + tau * tau * S * q))
     top = stdtrit(G - 1, quantile)
     ceiling = np.where(c <= top, G - 1.0, np.clip(stdtridf(quantile, np.maximum(c, top)), 1, G - 1))
@@ -161,13 +172,20 @@ def effective_sizes(design: ClusterDesign, *, level: float = 0.95) -> EffectiveS
     degrees of freedom under the intra-cluster correlation the cell's design
     effect implies (cell_icc), allowing for the part of the variance estimate
     that moves with the estimate's error (bell_mccaffrey_df of the sizes where
-    the cell shows no clustering). The upper limit
-    of a cell whose records are c clusters' worth (effective_clusters, Kish)
-    rests on at most c - 1 degrees of freedom (df_upper = min(df, c - 1), at
-    least 1) when the cell shows clustering: a design effect above 1 and some
-    cluster holding two or more of its records. A share held by a few clusters is skewed, its variance
-    estimate is small exactly when the share came out small, and the misses
-    are all above the interval (bench/coverage_bench.py, miss balance). A cell
+    the cell shows no clustering). When the cell shows clustering (a design
+    effect above 1 and some cluster holding two or more of its records), the
+    upper limit of a cell whose records are c clusters' worth
+    (effective_clusters, Kish) rests on clustered_df with the remainder's
+    degrees of freedom at most c - 1 (remainder_cap), and at most df. A share
+    held by a few clusters is skewed, its variance estimate is small exactly
+    when the share came out small, and the misses are all above the interval
+    (bench/coverage_bench.py, miss balance). That holds for the part of the
+    variance estimate independent of the error, not for a dominant cluster's
+    residual, which moves with the error (a low draw there makes the variance
+    estimate large): capping the whole df at c - 1 let one repository with 40%
+    of the records, which makes every cell about 6 clusters' worth, rest every
+    upper limit on about 5 df (1.55-1.6 times the percentile's width). Where no
+    residual moves with the error this is min(df, c - 1) as before. A cell
     whose records each sit in a cluster of their own shows no clustering, and
     one record does not make its upper limit a t with 1 degree of freedom.
     """
@@ -184,7 +202,8 @@ def effective_sizes(design: ClusterDesign, *, level: float = 0.95) -> EffectiveS
     deff = np.clip(raw, 1.0, cap)
     df = clustered_df(m, cell_icc(deff, m), level=level)
     clustered = (raw > 1) & (C.sum(axis=0) > clusters_with_records(design))
-    df_upper = np.where(clustered, np.minimum(df, np.maximum(effective_clusters(design) - 1, 1)), df)
+    upper = clustered_df(m, cell_icc(deff, m), level=level, remainder_cap=effective_clusters(design) - 1)
+    df_upper = np.where(clustered, np.minimum(df, upper), df)
     return EffectiveSizes(_frozen(deff), _frozen(N / deff), _frozen(df), _frozen(df_upper), cap)
 
 
@@ -293,7 +312,8 @@ def analytic_limits(
         centre = (p + z * z / (2 * n_eff)) / denom
         half = z * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff)) / denom
         return np.maximum(0.0, centre - half), np.minimum(1.0, centre + half)
-    raise ValueError(f"method must be one of {', '.join(CELL_METHODS)}")
+    # A bootstrap method is a cell method too, but has no analytic limits: name the ones that do.
+    raise ValueError(f"method must be one of {', '.join(m for m in CELL_METHODS if m not in BOOTSTRAP_METHODS)}")
 
 
 def cell_intervals(

@@ -520,13 +520,15 @@ def test_it_takes_percentile_limits_at_the_stated_quantiles():
         assert np.array_equal(diff.low, dlo) and np.array_equal(diff.high, dhi) and diff.method == "percentile"
 
 
-def reference_df(m, icc, level=0.95):
+def reference_df(m, icc, level=0.95, cap=None):
     """The default's degrees of freedom from G x G matrices (eigenvalues, as the papers write it).
 
     Clusters with Var u_g = m_g (1 + (m_g - 1) icc); residuals e = (I - h 1') u, O = W^1/2 Cov(e) W^1/2; r = e minus
-    its regression b (1' u) on the error, O_r likewise. The smaller of tr(O)^2 / tr(O_r O_r) and the df whose t
-    quantile is c, c^2 = tau^2 S / (tr O_r + tau^2 S b'Wb), tau the t quantile on tr(O_r)^2 / tr(O_r O_r) df
-    (found by root search); each clipped to [1, G - 1].
+    its regression b (1' u) on the error, O_r likewise. The remainder's df are df_r = tr(O_r)^2 / tr(O_r O_r)
+    (clipped to [1, G - 1]; with `cap`, the upper limit's figure, at most max(cap, 1), and then tr(O_r O_r) is
+    read back as tr(O_r)^2 / df_r). The smaller of tr(O)^2 / tr(O_r O_r) and the df whose t quantile is c,
+    c^2 = tau^2 S / (tr O_r + tau^2 S b'Wb), tau the t quantile on df_r (found by root search); each clipped to
+    [1, G - 1].
     """
     from scipy import optimize
     from scipy import stats as st
@@ -542,9 +544,12 @@ def reference_df(m, icc, level=0.95):
     W = np.diag(1 / (1 - m / N))
     lam = np.linalg.eigvalsh(W**0.5 @ cov_e @ W**0.5)
     lam_r = np.linalg.eigvalsh(W**0.5 @ cov_r @ W**0.5)
-    spread = min(max(lam.sum() ** 2 / (lam_r**2).sum(), 1), G - 1)
+    df_r = min(max(lam_r.sum() ** 2 / (lam_r**2).sum(), 1), G - 1)
+    if cap is not None:
+        df_r = min(df_r, max(cap, 1))
+    spread = min(max(lam.sum() ** 2 / (lam_r.sum() ** 2 / df_r), 1), G - 1)
     q = 1 - (1 - level) / 2
-    tau = st.t.ppf(q, min(max(lam_r.sum() ** 2 / (lam_r**2).sum(), 1), G - 1))
+    tau = st.t.ppf(q, df_r)
     c = (tau**2 * S / (lam_r.sum() + tau**2 * S * (b @ W @ b))) ** 0.5
     if c <= st.t.ppf(q, G - 1):
         ceiling = G - 1
@@ -559,9 +564,9 @@ def reference_cellwise(counts, level=0.95):
     """Plain-Python reference of the default interval, cell by cell, with the degrees of freedom from G x G matrices.
 
     CR2 variance sum_g (y_g - p m_g)^2 / (1 - h_g) / N^2; deff = variance / (p (1 - p) / N) floored at 1, capped
-    at sum m^2 / N; the cell's icc = (deff - 1) / (cap - 1); df = reference_df; the upper limit's df at most
-    (Kish's effective clusters - 1) where the cell shows clustering; Korn-Graubard beta limits; the exact binomial
-    bound on N for an empty (or full) cell.
+    at sum m^2 / N; the cell's icc = (deff - 1) / (cap - 1); df = reference_df; where the cell shows clustering,
+    the upper limit's df are reference_df with the remainder's df at most (Kish's effective clusters - 1), and at
+    most df; Korn-Graubard beta limits; the exact binomial bound on N for an empty (or full) cell.
     """
     from scipy import stats as st
 
@@ -583,10 +588,11 @@ def reference_cellwise(counts, level=0.95):
         v = sum((y[g] - p * m[g]) ** 2 / (1 - h[g]) for g in range(G)) / N**2
         raw = v / (p * (1 - p) / N)
         deff = min(max(raw, 1.0), cap)
-        df = reference_df(m, (deff - 1) / (cap - 1) if cap > 1 else 0.0, level)
+        icc = (deff - 1) / (cap - 1) if cap > 1 else 0.0
+        df = reference_df(m, icc, level)
         carried = sum(1 for x in y if x > 0)
         worth = sum(y) ** 2 / sum(x * x for x in y)  # Kish's effective number of clusters
-        df_up = min(df, max(worth - 1, 1)) if raw > 1 and sum(y) > carried else df
+        df_up = min(df, reference_df(m, icc, level, cap=worth - 1)) if raw > 1 and sum(y) > carried else df
         limits = []
         for d, side in ((df, 0), (df_up, 1)):
             n = N / deff * (st.t.ppf(1 - a / 2, N - 1) / st.t.ppf(1 - a / 2, d)) ** 2
@@ -608,7 +614,8 @@ def test_it_computes_the_default_interval_like_a_plain_reference_cell_by_cell():
             assert iv.low[k] == pytest.approx(lo, abs=1e-10) and iv.high[k] == pytest.approx(hi, abs=1e-10), k
             assert iv.df[k] == pytest.approx(df, rel=1e-9) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-9)
     eff = stats.effective_sizes(d)
-    assert eff.df_upper[4] == 1.0 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
+    # Cell 4 sits in one cluster (Kish: 1): its remainder rests on 1 df; the cluster's 29% of the records add a little.
+    assert 1.0 < eff.df_upper[4] < 1.2 and eff.df_upper[0] == pytest.approx(eff.df[0]) and eff.df[0] < 7
     # Records each in a cluster of their own show no clustering: the upper limit keeps the design's df.
     assert eff.deff[5] > 1 and eff.df_upper[5] == eff.df[5]
     one = stats.effective_sizes(design([0] * 30 + [1], [f"r{i % 10}" for i in range(31)], K=2))
@@ -691,7 +698,8 @@ def test_it_matches_r_svyciprop_beta_on_the_worked_example():
     default = stats.cell_intervals(d, None)
     assert [round(x, 4) for x in default.low] == [0.2034, 0.0791, 0.0078, 0.0]
     assert [round(x, 2) for x in default.df] == [3.58, 3.71, 4.05, 4.6]
-    assert [round(x, 4) for x in default.high] == [0.9021, 0.7187, 0.6737, 0.0881]
+    assert [round(x, 2) for x in default.df_upper] == [3.45, 3.07, 1.69, 4.6]
+    assert [round(x, 4) for x in default.high] == [0.8949, 0.7089, 0.6636, 0.0881]
 
 
 def test_it_keeps_a_cells_interval_when_other_cells_are_merged_or_split():
@@ -776,6 +784,8 @@ def test_it_computes_the_degrees_of_freedom_like_the_matrix_reference():
                 assert g == pytest.approx(reference_df(sizes, icc, level), rel=1e-8), (sizes[:3], icc, level)
     for sizes, icc in ((np.array([10, 1, 1]), 0.5), (np.array([6, 2, 1]), 0.0)):  # a spread below 2
         assert stats.clustered_df(sizes, [icc])[0] == pytest.approx(reference_df(sizes, icc), rel=1e-8)
+    # c can pass t_1's quantile (its df would be 0.98): the ceiling is clipped to 1 like the spread.
+    assert stats.clustered_df(np.array([1248, 3, 4]), [0.129]).tolist() == [1.0] == [reference_df([1248, 3, 4], 0.129)]
     # Clusters without records count for nothing, also in the clips.
     assert (
         stats.clustered_df(np.append(one, [0, 0]), [0.2, 0.0]).tolist() == stats.clustered_df(one, [0.2, 0.0]).tolist()
@@ -810,6 +820,99 @@ def test_it_lets_a_dominant_repositorys_share_of_the_variance_count_as_known_up_
     assert 5 < eff.df[0] < 7 and st.t.ppf(0.975, eff.df[0]) == pytest.approx(1 / np.sqrt(1 - 250 / 300), rel=1e-2)
     assert st.t.ppf(0.95, stats.effective_sizes(d, level=0.9).df[0]) >= 1 / np.sqrt(1 - 250 / 300) - 1e-3
     assert stats.cell_icc(np.array([1.0, 3.0]), np.array([1, 1, 1])).tolist() == [0.0, 0.0]  # no clustering possible
+
+
+def dominant_design():
+    """One repository with 600 of 1,500 records and 150 with 6 each; cell mixes drawn around 40/30/5/25%."""
+    rng = np.random.default_rng(31)
+    sizes = np.array([600] + [6] * 150)
+    mix = rng.dirichlet(np.array([0.4, 0.3, 0.05, 0.25]) * 5, size=sizes.size)
+    counts = np.array([rng.multinomial(s, p) for s, p in zip(sizes, mix, strict=True)])
+    cells = np.concatenate([np.repeat(np.arange(4), c) for c in counts])
+    return design(cells, np.repeat(np.array([f"r{i:03d}" for i in range(sizes.size)], dtype=object), sizes))
+
+
+def test_it_does_not_let_a_dominant_repository_cut_the_upper_limits_degrees_of_freedom_to_its_kish_count():
+    d = dominant_design()
+    assert d.counts[0].tolist() == [111, 217, 0, 272] and d.totals.tolist() == [466, 456, 58, 520]
+    eff, ec = stats.effective_sizes(d), stats.effective_clusters(d)
+    # The big repository makes cells 1 and 3 "4.35 and 3.62 clusters' worth" (Kish). The old rule rested their upper
+    # limits on ec - 1 df; that repository's residual moves with the error, so only the remainder's df are capped.
+    assert ec[1] < 5 and ec[3] < 4 and eff.df[1] > 20 and eff.df[3] > 90
+    old = np.minimum(eff.df, np.maximum(ec - 1, 1))
+    assert old[1] < 3.4 and old[3] < 2.7
+    assert eff.df_upper[1] == pytest.approx(eff.df[1], rel=1e-12) and eff.df_upper[3] > 0.99 * eff.df[3]
+    iv = stats.cell_intervals(d, None)
+    _, hi_old = stats.korn_graubard_limits(d.totals / d.n, eff.n_eff, d.n, eff.df, old)
+    width, width_old = iv.high - iv.low, hi_old - iv.low
+    assert width[1] < 0.8 * width_old[1] and width[3] < 0.7 * width_old[3]
+    # The same figures from G x G matrices (151 clusters), cell by cell.
+    for k, (lo, hi, df, df_up) in enumerate(reference_cellwise(d.counts.tolist())):
+        assert (iv.low[k], iv.high[k]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10)), k
+        assert iv.df[k] == pytest.approx(df, rel=1e-8) and iv.df_upper[k] == pytest.approx(df_up, rel=1e-8), k
+
+
+def test_it_keeps_the_kish_cap_on_the_upper_limit_where_no_residual_moves_with_the_error():
+    # Equal sizes: every b_g is 0, the remainder is the whole variance estimate, and the upper limit's df are
+    # min(df, Kish's effective clusters - 1) exactly, as before the dominant-repository change.
+    rng = np.random.default_rng(7)
+    mix = rng.dirichlet(np.array([0.6, 0.3, 0.1]) * 2, size=12)
+    counts = np.array([rng.multinomial(20, p) for p in mix])
+    cells = np.concatenate([np.repeat(np.arange(3), c) for c in counts])
+    d = design(cells, np.repeat(np.array([f"r{i}" for i in range(12)], dtype=object), 20), K=3)
+    eff, ec = stats.effective_sizes(d), stats.effective_clusters(d)
+    capped = np.minimum(eff.df, np.maximum(ec - 1, 1))
+    assert np.any(capped < eff.df)  # the cap bites on some cell
+    assert eff.df_upper == pytest.approx(capped, rel=1e-9)
+    cap = np.array([2.5, 0.0, 40.0])  # below 1 counts as 1; above the remainder's df changes nothing
+    base = stats.clustered_df(d.sizes, [0.3] * 3)
+    got = stats.clustered_df(d.sizes, [0.3] * 3, remainder_cap=cap)
+    assert got == pytest.approx([2.5, 1.0, base[2]], rel=1e-9)
+
+
+def test_it_refuses_analytic_limits_for_a_bootstrap_method_naming_the_analytic_ones():
+    for method in ("percentile", "bca"):
+        with pytest.raises(ValueError) as err:
+            stats.analytic_limits(np.array([0.2]), np.array([10.0]), method)
+        assert str(err.value) == "method must be one of beta_cr2_bm, svyciprop_beta, jeffreys_deff, wilson_deff"
+
+
+def test_it_takes_bell_mccaffrey_df_of_clusters_in_the_millions_without_integer_overflow():
+    # m^3 of a 3,000,000-record cluster passes int64's range: the sums must be taken in floating point.
+    sizes = np.array([3_000_000, 1_000_000, 1_000_000])
+    m = sizes.astype(float)
+    N, w = m.sum(), 1 / (1 - m / m.sum())
+    tr2 = (w * w * m * m).sum() - 2 * (w * w * m**3).sum() / N + (w * m * m).sum() ** 2 / N**2
+    assert stats.bell_mccaffrey_df(sizes) == pytest.approx(min(max(N * N / tr2, 1), 2), rel=1e-12)
+    assert 1 < stats.bell_mccaffrey_df(sizes) < 2
+
+
+def test_it_gives_a_cell_holding_every_record_its_designs_df_on_both_limits():
+    # A full cell has no variance of its own (deff 1): the upper limit is not "clustered", whatever Kish says.
+    d = design([0] * 10, ["a"] * 5 + ["b"] * 3 + ["c", "d"], K=2)
+    eff = stats.effective_sizes(d)
+    assert eff.deff.tolist() == [1.0, 1.0] and stats.effective_clusters(d)[0] < 3
+    assert eff.df_upper[0] == eff.df[0] > 1.5
+
+
+def test_it_counts_only_clusters_with_records_in_rs_degrees_of_freedom():
+    d = design([0, 1, 0, 0, 1, 2], ["a", "a", "b", "c", "c", "d"], K=3)
+    padded = stats.ClusterDesign(
+        np.vstack([d.counts, np.zeros((2, 3), dtype=d.counts.dtype)]), (*d.names, "y", "z"), d.cells, d.episode_cluster
+    )
+    assert stats.svyciprop_sizes(padded).df == stats.svyciprop_sizes(d).df == 3.0
+    assert stats.svyciprop_sizes(padded).variance.tolist() == pytest.approx(
+        (stats.svyciprop_sizes(d).variance).tolist(), rel=1e-12
+    )
+
+
+def test_it_gives_no_nan_estimate_for_a_difference_with_an_empty_kind():
+    a = design([0, 1, 1, 0, 2], ["a", "b", "c", "d", "e"], K=3)
+    empty = design(np.array([], dtype=int), np.array([], dtype=object), K=3)
+    for x, y in ((a, empty), (empty, a)):
+        with np.errstate(all="raise"):
+            res = stats.diff_intervals(x, y, None, None)
+        assert not res.enough and np.isfinite(res.estimate).all()
 
 
 def test_it_bounds_an_empty_cell_by_the_exact_binomial_on_all_records():
@@ -1715,17 +1818,23 @@ def test_it_counts_a_cell_held_by_one_record_as_one_cluster():
 #   lib.stats.intervals.x_clustered_df__mutmut_15: icc meets the float64 sizes in V first
 #   lib.stats.intervals.x_clustered_df__mutmut_18: with 2 clusters every clip is to [1, 1]
 #   lib.stats.intervals.x_clustered_df__mutmut_19: with 2 clusters every clip is to [1, 1]
-#   lib.stats.intervals.x_clustered_df__mutmut_94: tr(O_r^2) <= tr(O^2) <= (tr O)^2 (O >= O_r >= 0), so spread >= 1
-#   lib.stats.intervals.x_clustered_df__mutmut_95: the ceiling is at most G - 1 and the smaller is taken
-#   lib.stats.intervals.x_clustered_df__mutmut_102: the ceiling is at most G - 1 and the smaller is taken
-#   lib.stats.intervals.x_clustered_df__mutmut_119: a Satterthwaite ratio of a non-zero PSD matrix is at least 1
-#   lib.stats.intervals.x_clustered_df__mutmut_120: a Satterthwaite ratio never exceeds the rank, G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_127: a Satterthwaite ratio never exceeds the rank, G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_143: c between t_{G+1} and t_{G-1} inverts to a df above G - 1: clipped
-#   lib.stats.intervals.x_clustered_df__mutmut_146: where c <= top the inverse of top is G - 1 again (to 1e-9)
-#   lib.stats.intervals.x_clustered_df__mutmut_152: at c == top both branches give G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_153: spread is already clipped to G - 1, and the smaller is taken
-#   lib.stats.intervals.x_clustered_df__mutmut_157: c > top inverts to a df below G - 1
-#   lib.stats.intervals.x_clustered_df__mutmut_170: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_94: a Satterthwaite ratio of a non-zero PSD matrix (O_r) is at least 1
+#   lib.stats.intervals.x_clustered_df__mutmut_95: a Satterthwaite ratio never exceeds the rank of O_r, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_102: a Satterthwaite ratio never exceeds the rank of O_r, G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_120: tr(O_r^2) and (tr O_r)^2 / df_r are at most (tr O_r)^2 <= (tr O)^2
+#   lib.stats.intervals.x_clustered_df__mutmut_121: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_128: the ceiling is at most G - 1 and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_158: c between t_{G+1} and t_{G-1} inverts to a df above G - 1: clipped
+#   lib.stats.intervals.x_clustered_df__mutmut_161: where c <= top the inverse of top is G - 1 again (to 1e-9)
+#   lib.stats.intervals.x_clustered_df__mutmut_167: at c == top both branches give G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_168: spread is already clipped to G - 1, and the smaller is taken
+#   lib.stats.intervals.x_clustered_df__mutmut_172: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_clustered_df__mutmut_185: c > top inverts to a df below G - 1
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_43: (tr O)^2 / tr(O^2) never exceeds the rank of O, G - 1
+#   lib.stats.intervals.x_bell_mccaffrey_df__mutmut_50: (tr O)^2 / tr(O^2) never exceeds the rank of O, G - 1
 #   lib.stats.intervals.x_effective_sizes__mutmut_3: integer counts meet float64 p before any arithmetic
+#   lib.stats.intervals.x_effective_sizes__mutmut_18: out=None leaves h = 1 (one cluster) unset, but its residuals are
+#     all 0 and numpy's fresh buffer (a just-freed temporary) holds finite values there: not killable deterministically
+#   lib.stats.intervals.x_effective_sizes__mutmut_52: out=None leaves raw unset where srs = 0 (a share of 0 or 1); the
+#     fresh buffer is a just-freed temporary (srs' zeros), clipped to 1: not killable deterministically
 #   lib.stats.interrater.x__confusion_cells__mutmut_15: np.unique returns its counts as int64 already
