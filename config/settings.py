@@ -184,6 +184,8 @@ WHITENOISE_AUTOREFRESH = DEV
 # non-file fields; file size is checked against FAULTLINE_MAX_UPLOAD_MB.
 FAULTLINE_MAX_UPLOAD_MB = envint("FAULTLINE_MAX_UPLOAD_MB", 50)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Django's handlers, reading 1 MB at a time (config/uploads.py says why).
+FILE_UPLOAD_HANDLERS = ["config.uploads.MemoryUpload", "config.uploads.TemporaryUpload"]
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("FAULTLINE_MAX_BODY_MB", 10) * 1024 * 1024
 # Every request body, files included (config.middleware.RequestLimitsMiddleware): a client that is not
 # signed in may send FAULTLINE_MAX_ANON_BODY_KB, anyone else the largest upload plus 1 MB for the form

@@ -168,6 +168,26 @@ print(json.dumps({"web": web, "worker": worker, "views": "annotate.views.analysi
     assert got == {"web": [], "worker": [], "views": True}
 
 
+def test_the_worker_loads_the_job_registry_as_it_starts_not_with_its_first_job():
+    """A Celery worker's start (worker_init) imports the registering modules, so the first job, a large import
+    say, does not pay for them; still none of HEAVY. The worker is built, not started: no broker needed."""
+    code = """
+import json, sys
+from config.celery import app
+before = "annotate.imports.handlers" in sys.modules
+app.WorkController(pool_cls="solo", concurrency=1, without_gossip=True, without_mingle=True, without_heartbeat=True,
+                   hostname="settle-test@localhost")
+from annotate.jobs.registry import HANDLERS
+print(json.dumps({"before": before, "after": "annotate.imports.handlers" in sys.modules, "import": "import" in HANDLERS,
+                  "heavy": sorted(m for m in HEAVY if m in sys.modules)}))
+""".replace("HEAVY", repr(HEAVY))
+    env = {**os.environ, "FAULTLINE_DEV": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env.pop("CELERY_BROKER_URL", None)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"before": False, "after": True, "import": True, "heavy": []}
+
+
 def test_the_heavy_libraries_load_when_the_work_needs_them():
     """The lazy imports still happen: a kappa loads scikit-learn, a heatmap colour matplotlib, a Wilson interval
     scipy (so the check above is not passing because the code stopped using them)."""

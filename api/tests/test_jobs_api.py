@@ -102,3 +102,30 @@ def test_an_upload_spooled_to_disk_is_moved_into_place_whole(as_user, alice, stu
     assert not any(Path(settings.FILE_UPLOAD_TEMP_DIR).iterdir())  # nothing left in the spool directory
     job = Job.objects.get(pk=response.json()["id"])
     assert job.params["path"] == f"imports/{path.name}"
+
+
+def test_an_upload_is_read_a_megabyte_at_a_time(as_user, alice, study, settings, tmp_path, monkeypatch):
+    """config.uploads: each read of the body takes 1 MB (gunicorn copies its whole read-ahead buffer on every
+    read, so 64 KB reads cost a third of a large upload's web CPU), and the stored file is still byte for byte."""
+    from pathlib import Path
+
+    from config.uploads import TemporaryUpload
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    chunks: list[int] = []
+    real = TemporaryUpload.receive_data_chunk
+
+    def receive(self, raw_data, start):
+        chunks.append(len(raw_data))
+        return real(self, raw_data, start)
+
+    monkeypatch.setattr(TemporaryUpload, "receive_data_chunk", receive)
+    line = b'{"html_url": "https://github.com/acme/agent/issues/%d", "number": %d, "title": "t", "body": "%s"}'
+    content = b"[" + b",\n".join(line % (i, i, b"x" * 2000) for i in range(3000)) + b"]"
+    assert len(content) > settings.FILE_UPLOAD_MAX_MEMORY_SIZE  # the temporary-file handler takes it
+    upload = SimpleUploadedFile("issues.json", content, content_type="application/json")
+    response = as_user(alice).post("/api/v1/studies/alpha/import/", {"file": upload}, format="multipart")
+    assert response.status_code == 202, response.content
+    assert max(chunks) == 1 << 20 and sum(chunks) == len(content)
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (Path(settings.MEDIA_ROOT) / job.params["path"]).read_bytes() == content
