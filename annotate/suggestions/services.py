@@ -367,14 +367,13 @@ def suggestions_make(
     """Suggest codes for the study's episodes that lack them; returns counts for the Job result. With `refresh`,
     also those whose suggestion came from an older prompt of the same template (another example pool).
 
-    It writes Suggestion rows and nothing else (the audit checks that). With the
-    local backend it first retrains the study's model when enough new labels exist.
+    It writes Suggestion rows and nothing else (the audit checks that). With the local backend it first retrains
+    the study's model when enough new labels exist.
 
-    Episodes are taken in id order, a chunk at a time. Run by a job, each chunk's
-    suggestions commit together with the job's checkpoint (how many episodes are
-    done, the last id, the counts), so a retried job continues after the last
-    committed chunk: it never suggests an episode twice, never goes past the
-    `limit` the batch started with, and reports the counts of the whole batch.
+    Episodes are taken in id order, a chunk at a time. Run by a job, each chunk's suggestions commit together with
+    the job's checkpoint (how many episodes are done, the last id, the counts), so a retried job continues after
+    the last committed chunk: it never suggests an episode twice, never goes past the `limit` the batch started
+    with, and reports the counts of the whole batch.
     """
     if suggester is None:
         _check_backend(backend)
@@ -382,14 +381,8 @@ def suggestions_make(
     if backend == SuggestionBackend.LOCAL and suggester is None:
         trained = local_model_refresh(study=study, job=job)
     suggester = suggester or suggester_for(study=study, backend=backend)
-    qs = episodes_to_suggest(
-        study=study,
-        backend=suggester.backend,
-        model=suggester.model,
-        prompt_version=suggester.prompt_version,
-        episode_ids=episode_ids,
-        refresh=refresh,
-    )
+    which = {"backend": suggester.backend, "model": suggester.model, "prompt_version": suggester.prompt_version}
+    qs = episodes_to_suggest(study=study, episode_ids=episode_ids, refresh=refresh, **which)
     checkpointed = job is not None and bool(job.lease_owner)
     saved = (job.checkpoint or {}).get("suggest") if checkpointed else None
     plan = dict(saved) if saved else _batch_plan(qs, limit)
