@@ -22,9 +22,12 @@ def browser():
     path = chromium_path()
     need(path is not None, "needs Chromium at /usr/bin/chromium (apt-get install chromium)")
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ImportError:  # pragma: no cover - requirements-dev installs it
         need(False, "needs the playwright package")
+    # expect() waits 5 s by default. Under CI's load (two test processes, a live server and Chromium on two
+    # cores) an htmx round trip has taken longer; a longer wait only delays a failure, it never passes a wrong page.
+    expect.set_options(timeout=15_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=path,
