@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_the_suggestions_page_states_the_real_issue_figures(page, live_server, login, study, alice):
     from annotate.suggestions.real_issues import rows, verdict
-    from tests.browser.conftest import SCREENSHOTS
+    from tests.browser.conftest import screenshot
 
     page.set_default_timeout(30_000)
     login("alice")
@@ -20,10 +20,9 @@ def test_the_suggestions_page_states_the_real_issue_figures(page, live_server, l
     section = page.locator("#suggester-real-issues")
     expect(section.locator(".real-issues-verdict")).to_have_text(verdict())
     expect(section.locator("tbody tr")).to_have_count(len(rows()))
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     section.scroll_into_view_if_needed()
-    section.screenshot(path=str(SCREENSHOTS / "suggester-real-issues-1366.png"))
+    screenshot(section, "suggester-real-issues-1366.png")
     page.set_viewport_size({"width": 390, "height": 844})
     expect(section.locator(".real-issues-verdict")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    section.screenshot(path=str(SCREENSHOTS / "suggester-real-issues-390.png"))
+    screenshot(section, "suggester-real-issues-390.png")
