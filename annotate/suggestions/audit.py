@@ -46,7 +46,7 @@ from annotate.coding.labels import final_labels
 from annotate.models import Episode, Study, Suggestion, SuggestionBackend
 from annotate.suggestions._eval import NAF, LabelledText, Measurement, audit_folds, cross_validate, predicted
 from annotate.suggestions._text import TEMPLATE_ONLY, template_wrap
-from annotate.suggestions.base import codebook_spec, episode_text
+from annotate.suggestions.base import codebook_spec, episode_text, prompt_family
 from annotate.suggestions.services import episodes_to_suggest, suggester_for, suggestions_make
 from taxonomy.models import AxisValue, FailureType
 
@@ -359,8 +359,10 @@ def _set_aside(suggester, ids: list[int]) -> int:
     """Re-key this suggester's stored suggestions of `ids` (inside the audit's rolled-back transaction), so the
     batch answers those episodes again and writes new rows: on a fully suggested study the batch would otherwise
     write nothing, and checks 8-9 would pass having tested nothing. Only Suggestion rows change."""
+    # Every row the batch would count as done: the whole prompt family (an older example pool included).
+    family = prompt_family(suggester.prompt_version)
     rows = Suggestion.objects.filter(
-        episode_id__in=ids, backend=suggester.backend, model=suggester.model, prompt_version=suggester.prompt_version
+        episode_id__in=ids, backend=suggester.backend, model=suggester.model, prompt_version__startswith=family
     )
     # "-" is not a hex digit: a set-aside key can never equal a real one (64 hex digits).
     return rows.update(prompt_version=SET_ASIDE, cache_key=Concat(Value("-"), Substr("cache_key", 2)))

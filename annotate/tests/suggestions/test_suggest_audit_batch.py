@@ -94,6 +94,21 @@ def test_a_bad_suggester_fails_checks_8_9_on_a_fully_suggested_study(study, make
     assert _rows() == stored and db_snapshot() == before
 
 
+def test_suggestions_of_an_older_example_pool_are_set_aside_too(study, make_episode):
+    """A batch counts a suggestion of the same prompt family (another example pool) as done, so the audit must set
+    those aside as well, or its batch would answer nothing and check 8 would fail a sound suggester."""
+    suggester = LocalSuggester(codebook_spec(study.codebook))
+    _suggested(study, make_episode, suggester)
+    older = f"{suggester.prompt_version[:32]}-{'0' * 31}"
+    Suggestion.objects.update(prompt_version=older)
+    stored = _rows()
+    report = suggester_audit(study=study, backend="local", sample=2, n_episodes=5, suggester=suggester)
+    by = {c.number: c for c in report.checks}
+    assert by[8].passed, by[8].details
+    assert "5 suggestions set aside" in by[8].summary and "5 Suggestion rows written" in by[8].summary
+    assert _rows() == stored
+
+
 def test_check_8_fails_a_batch_that_writes_no_row(study, make_episode, monkeypatch):
     suggester = LocalSuggester(codebook_spec(study.codebook))
     _suggested(study, make_episode, suggester)
