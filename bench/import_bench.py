@@ -296,7 +296,7 @@ def measure(vendor: str, files: dict, n: int, big: int, dbs: Databases, env: dic
     large = run_child(files[big], big, env=dbs.env(env, vendor, "large"))
     return {
         **{k: http[k] for k in ("first_per_s", "codable_s", "searchable_s", "searchable_per_s", "upload_s",
-                                "cpu_ms_per_issue", "index_cpu_ms_per_issue", "jobs")},
+                                "queued_s", "job_s", "cpu_ms_per_issue", "index_cpu_ms_per_issue", "jobs")},
         "vs_peer": round(http["first_per_s"] / PEER_PER_S, 2),
         "inprocess_per_s": round(n / small["first_s"], 1),
         "reimport_per_s": round(n / small["reimport_s"], 1),
@@ -313,6 +313,9 @@ def report(vendor: str, r: dict, n: int, big: int) -> None:
     print(f"--- {vendor} (import job {r['jobs']})")
     print(f"over HTTP, upload to every document codable:    {r['codable_s']:7.2f} s  {r['first_per_s']:9,.0f} issues/s "
           f"({r['vs_peer']:.2f}x the peer's {PEER_PER_S:,}/s)")  # fmt: skip
+    if r.get("job_s") is not None:
+        print(f"  of which: upload {r['upload_s']:.2f} s, waiting for a worker {r['queued_s']:.2f} s, "
+              f"the job {r['job_s']:.2f} s")  # fmt: skip
     print(f"over HTTP, upload to every document searchable: {r['searchable_s']:7.2f} s  "
           f"{r['searchable_per_s']:9,.0f} issues/s")  # fmt: skip
     print(f"CPU per issue to codable:   {cpu['total']:.3f} ms (web {cpu['web']:.3f}, worker {cpu['worker']:.3f}, "

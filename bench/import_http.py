@@ -213,6 +213,9 @@ def upload_import(*, port: int, slug: str, path: Path, n: int, token: str, web_p
     codable = wait_for(finished)
     c1 = cpu()
     job = Job.objects.get(pk=job_id)
+    # Where the time to codable went: the upload, the job's wait for a worker, the job itself.
+    queued_s = (job.started_at - job.created_at).total_seconds() if job.started_at else None
+    job_s = (job.finished_at - job.started_at).total_seconds() if job.started_at and job.finished_at else None
     assert job.status == "success" and job.result["created"] == n, (job.status, job.error, job.result)
 
     def indexed() -> bool:
@@ -227,6 +230,8 @@ def upload_import(*, port: int, slug: str, path: Path, n: int, token: str, web_p
         "n": n,
         "upload_s": round(uploaded - t0, 3),
         "codable_s": round(codable - t0, 3),
+        "queued_s": None if queued_s is None else round(queued_s, 3),
+        "job_s": None if job_s is None else round(job_s, 3),
         "searchable_s": round(searchable - t0, 3),
         "first_per_s": round(n / (codable - t0), 1),
         "searchable_per_s": round(n / (searchable - t0), 1),

@@ -19,6 +19,8 @@ from annotate.imports.records import BATCH_SIZE, ImportResult, batches_data_chan
 from annotate.models import Study
 from lib.db.prefetch import prefetched
 
+SPOOL_READ_BUFFER = 4 << 20
+
 
 def _spool_line(items: list[Record | Skip], digests: list[str | None]) -> bytes:
     """One spooled batch as one line of JSON: each record's fields and its content hash, or a skip."""
@@ -45,7 +47,22 @@ def _spool_line(items: list[Record | Skip], digests: list[str | None]) -> bytes:
         return b"j" + json.dumps(rows, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
 
 
+SPOOL_TAKEN = b"-"  # a spool line for a batch an early writer took: "-<number of items>"
+
+
+def spool_complete(spool: Path, batches: _Batches) -> bool:
+    """Whether the spool holds every batch that has not committed: false when a batch an early writer took
+    (a placeholder) never committed, because the run died or failed before the parse's commit."""
+    with spool.open("rb", buffering=SPOOL_READ_BUFFER) as lines:
+        for index, line in enumerate(lines):
+            if line[:1] == SPOOL_TAKEN and not batches.committed(index):
+                return False
+    return True
+
+
 def _spool_batch(line: bytes) -> tuple[list[Record | Skip], dict[tuple[str, str], str]]:
+    if line[:1] == SPOOL_TAKEN:  # never pending: spool_complete sends such a run back to the file
+        raise RuntimeError("the spool lacks a batch that did not commit")
     rows = orjson.loads(line[1:]) if line[:1] == b"o" else json.loads(line[1:])
     items: list[Record | Skip] = []
     digests: dict[tuple[str, str], str] = {}
@@ -74,7 +91,8 @@ def _spool_write(
     so batches can be written in any order, by several connections at once. The writing pass
     then reads the spool instead of parsing the file a second time. The spool is renamed into
     place only when whole, so a retried job reuses it or makes it anew.
-    `offer(index, items, digests)`, if given, is handed each batch as it is spooled (see _EarlyWriters).
+    `offer(index, items, digests)`, if given, is handed each batch as it is parsed (see _EarlyWriters); a batch
+    it takes (it returns True) is spooled as a placeholder, not written out: the early writer holds it.
     Returns the spool and the number of items (records and skips) in the file."""
     spool = spool_path_for(path)
     part = spool.with_name(spool.name + ".part")
@@ -93,10 +111,13 @@ def _spool_write(
                             chunk[i] = Skip(reason="duplicate in this import", external_id=item.external_id)
                         seen.add(key)
                 digests = [record_hash(item) if isinstance(item, Record) else None for item in chunk]
-                out.write(_spool_line(chunk, digests))
+                taken = False
                 if offer is not None:  # a repeated key is a Skip by now: one digest a key
                     by_key = {(i.kind, i.external_id): d for i, d in zip(chunk, digests, strict=True) if d is not None}
-                    offer(index, chunk, by_key)
+                    taken = offer(index, chunk, by_key)
+                # A batch an early writer took is spooled as its size only: it commits with the parse, or the
+                # retry finds it missing and parses the file again (spool_complete).
+                out.write(b"%s%d\n" % (SPOOL_TAKEN, len(chunk)) if taken else _spool_line(chunk, digests))
                 index += 1
                 total += len(chunk)
         part.replace(spool)

@@ -11,8 +11,16 @@ from django.db import IntegrityError, transaction
 
 from annotate.documents.services import search_index_queue
 from annotate.imports._issues import github_record
-from annotate.imports._spool import _Batches, _spool_batch, _spool_write, _write_spooled_batch, spool_path_for
-from annotate.imports._threads import _EarlyWriters, _write_in_threads, import_writers
+from annotate.imports._spool import (
+    SPOOL_READ_BUFFER,
+    _Batches,
+    _spool_batch,
+    _spool_write,
+    _write_spooled_batch,
+    spool_complete,
+    spool_path_for,
+)
+from annotate.imports._threads import _EarlyWriters, _write_in_threads, import_writers, quick_thread_switches
 from annotate.imports.parsed import ImportFileError, Record, Skip, clean_text
 from annotate.imports.parsers import iter_file
 from annotate.imports.records import ImportResult, fewer_collections, import_records
@@ -20,7 +28,6 @@ from annotate.models import Document, Study
 from lib.db.prefetch import prefetched
 
 ProgressFn = Callable[[int, int], None]
-SPOOL_READ_BUFFER = 4 << 20
 
 
 def import_file(
@@ -76,7 +83,10 @@ def _spooled(
     """The file's spool and its batches' state: the spool of the run being resumed, or the file parsed into a
     new one (with several writers, the first batches are written meanwhile and committed once it parsed)."""
     if resume and spool.is_file():
-        return spool, _Batches(resume, resume["total"])
+        batches = _Batches(resume, resume["total"])
+        if spool_complete(spool, batches):
+            return spool, batches
+        spool.unlink()  # a batch an early writer held never committed: the file is parsed again
     batches = _Batches(resume, 0)  # a checkpoint whose spool is gone: parse again, then resume
     early = None
     if writers > 1 and EARLY_WRITES and not resume:
@@ -112,6 +122,7 @@ def _pending(spool: Path, batches: _Batches) -> Iterator[tuple[int, list, dict]]
 
 
 @fewer_collections()
+@quick_thread_switches()
 def import_file_resumable(
     *,
     study: Study,

@@ -526,6 +526,32 @@ def test_binary_copy_stores_what_the_text_format_stores(require_postgres, study,
         imports.RawWriter(Document, {"study_id": study.pk}, with_pk=True).insert(rows(30_000_000)[:1])
 
 
+def test_an_import_switches_threads_quickly_and_restores_the_interval(study, tmp_path, monkeypatch):
+    """The parse waits for the GIL after every hash of a real-sized body; during an import a waiting
+    thread gets it within 0.5 ms (Python's default is 5 ms), and the interval is put back after it."""
+    import sys
+
+    from annotate.imports import _threads, services
+
+    before = sys.getswitchinterval()
+    seen = []
+    real = services._spool_write
+
+    def spy(*args, **kwargs):
+        seen.append(sys.getswitchinterval())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(services, "_spool_write", spy)
+    path = tmp_path / "issues.json"
+    path.write_bytes((SAMPLES / "github_issues.json").read_bytes())
+    services.import_file_resumable(study=study, path=path)
+    assert seen == [_threads.IMPORT_SWITCH_INTERVAL] < [before] and sys.getswitchinterval() == before
+    path.write_bytes((BAD / "truncated.json").read_bytes())
+    with pytest.raises(ImportFileError):
+        services.import_file_resumable(study=study, path=path)
+    assert seen[1:] == [_threads.IMPORT_SWITCH_INTERVAL] and sys.getswitchinterval() == before
+
+
 def test_an_import_runs_the_garbage_collector_less_often_and_restores_it(study, tmp_path, monkeypatch):
     """The parse and the writes allocate a dozen containers a record; the collector's threshold is raised
     for the import (a sixth of its parse CPU at the default) and put back after it, even after an error."""

@@ -58,7 +58,7 @@ def early(monkeypatch, settings):
                 while self.written < 2 and time.monotonic() < deadline:
                     time.sleep(0.01)
                 seen.append(Document.objects.count())
-            super().offer(index, items, digests)
+            return super().offer(index, items, digests)
 
     monkeypatch.setattr(services, "_EarlyWriters", Waiting)
     return made, seen
@@ -134,6 +134,38 @@ def test_a_run_killed_while_early_batches_commit_resumes_without_losing_or_repea
     assert (resumed.created, resumed.unchanged) == (300, 0)
     assert Document.objects.filter(study=study).count() == Episode.objects.filter(study=study).count() == 300
     assert not spool_path_for(path).exists()
+
+
+def test_batches_taken_early_are_not_spooled_and_a_retry_missing_one_parses_the_file_again(
+    require_postgres, study, tmp_path, early, monkeypatch
+):
+    """A batch an early writer took is spooled as a placeholder (its records are not written out twice); a
+    retry whose checkpoint lacks such a batch cannot read it from the spool, so it parses the file again."""
+    from annotate.imports import _spool
+    from annotate.imports.records import ImportResult
+    from annotate.imports.services import import_file_resumable, spool_path_for
+
+    made, _ = early
+    path = issues_file(tmp_path, 300)
+
+    def die(state):
+        raise Killed
+
+    with pytest.raises(Killed):
+        import_file_resumable(study=study, path=path, on_batch=die)
+    lines = spool_path_for(path).read_bytes().splitlines()
+    taken = [line for line in lines if line.startswith(_spool.SPOOL_TAKEN)]
+    assert len(lines) == 30 and len(taken) >= made[0].written >= 2 and set(taken) == {b"-10"}
+    assert Document.objects.filter(study=study).count() == 0
+
+    parsed: list[str] = []
+    iter_file = _spool.iter_file
+    monkeypatch.setattr(_spool, "iter_file", lambda p, **kw: parsed.append(p.name) or iter_file(p, **kw))
+    nothing_committed = {"records": 0, "total": 300, "result": ImportResult().as_dict(), "through": 0, "also": []}
+    resumed = import_file_resumable(study=study, path=path, resume=nothing_committed)
+    assert parsed == [path.name]  # the spool could not give the taken batches back
+    assert (resumed.created, resumed.unchanged) == (300, 0)
+    assert Document.objects.filter(study=study).count() == Episode.objects.filter(study=study).count() == 300
 
 
 def test_a_large_import_refreshes_the_planners_statistics_and_a_small_one_does_not(require_postgres, study, tmp_path,
