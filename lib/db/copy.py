@@ -59,18 +59,21 @@ def _json_text(value: Any, field: JSONField) -> str:
 
 # The column types RawWriter copies in PostgreSQL's binary format, by db_type without its length, with the
 # type OIDs psycopg picks its dumpers by. A JSON column goes as bytea, whose dumper sends bytes as they are:
-# jsonb's binary form is a version byte and the JSON text (_jsonb_binary). Any other type keeps the text format.
+# jsonb's binary form is a version byte and the JSON text, json's the JSON text alone (_json_binary). Any
+# other type keeps the text format.
 _BINARY_OIDS = {"bigint": 20, "integer": 23, "smallint": 21, "varchar": 1043, "text": 25, "boolean": 16,
-                "timestamp with time zone": 1184, "double precision": 701, "jsonb": 17}  # fmt: skip
+                "timestamp with time zone": 1184, "double precision": 701, "jsonb": 17, "json": 17}  # fmt: skip
+_JSON_BINARY_PREFIX = {"jsonb": b"\x01", "json": b""}
 
 
 def _base_type(db_type: str | None) -> str | None:
     return db_type.split("(", 1)[0] if db_type else None
 
 
-def _jsonb_binary(value: Any, field: JSONField) -> bytes:
-    """A JSON field's value in jsonb's binary COPY form: version 1, then the JSON text of _json_text."""
-    return b"\x01" + _json_text(value, field).encode()
+def _json_binary(value: Any, field: JSONField, prefix: bytes) -> bytes:
+    """A JSON field's value in its column's binary COPY form: `prefix` (jsonb's version byte, or nothing for
+    json), then the JSON text of _json_text."""
+    return prefix + _json_text(value, field).encode()
 
 
 class RawWriter:
@@ -109,12 +112,18 @@ class RawWriter:
         self.binary_types = None
         self.constant_binary: dict[str, Any] = {}
         if connection.vendor == "postgresql":
-            types = [_BINARY_OIDS.get(_base_type(f.db_type(connection))) for f in self.fields]
+            base = {f.attname: _base_type(f.db_type(connection)) for f in self.fields}
+            types = [_BINARY_OIDS.get(base[f.attname]) for f in self.fields]
             if None not in types:
                 self.binary_types = types
+                self.json_prefix = {name: _JSON_BINARY_PREFIX[base[name]] for name in self.json}
                 for f in self.fields:
                     value = overrides[f.attname] if f.attname in overrides else f.get_default()
-                    binary = _jsonb_binary(value, f) if f.attname in self.json else self.constant[f.attname]
+                    binary = (
+                        _json_binary(value, f, self.json_prefix[f.attname])
+                        if f.attname in self.json
+                        else self.constant[f.attname]
+                    )
                     self.constant_binary[f.attname] = binary
 
     @property
@@ -154,7 +163,8 @@ class RawWriter:
         """COPY in PostgreSQL's binary format. psycopg's C dumpers, picked by each column's type, write the
         values, and the server takes them without parsing text: no escapes to undo, no timestamps or ids
         to read from digits (3-5 µs less server CPU per document, and less here than our own text lines)."""
-        slots = [(f.attname, self.json.get(f.attname), self.constant_binary[f.attname]) for f in self.fields]
+        slots = [(f.attname, self.json.get(f.attname), self.json_prefix.get(f.attname), self.constant_binary[f.attname])
+                 for f in self.fields]  # fmt: skip
         connection.ensure_connection()
         sql = f"COPY {self.table} ({self.columns}) FROM STDIN (FORMAT BINARY)"
         with connection.wrap_database_errors, connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
@@ -164,8 +174,8 @@ class RawWriter:
                 write([
                     constant if name not in values
                     else values[name] if json_field is None
-                    else _jsonb_binary(values[name], json_field)
-                    for name, json_field, constant in slots
+                    else _json_binary(values[name], json_field, prefix)
+                    for name, json_field, prefix, constant in slots
                 ])  # fmt: skip
 
     def _copy_prepared(self, values) -> str:
