@@ -14,8 +14,10 @@ afterwards). For each database, in child processes on a fresh database:
    of each stage split into web, worker and database (bench/import_http.py says how);
 2. in-process: the first import and a no-change re-import of the same file, and the peak RSS at
    N and at 5 N issues.
-Targets: on PostgreSQL cpu_ms_per_issue <= 0.15 and first_per_s >= 2x the peer (Label Studio's
-6,000 issues/s on this machine, issue 34); >= 8,000/s re-import; < 150 MB peak growth from N to
+Targets: on PostgreSQL cpu_ms_per_issue <= 0.15 and first_per_s >= 2x the peer: a running Label Studio
+given by --peer-url (or $LABEL_STUDIO_URL), measured on the same file in --rounds alternating rounds (both
+targets on the median round, every round printed; bench/peer_import.py); without one, the fixed 6,000 issues/s
+it took on this machine (issue 34); >= 8,000/s re-import; < 150 MB peak growth from N to
 5 N. The last line is one JSON object.
 """
 
@@ -33,6 +35,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from statistics import median
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -340,6 +343,15 @@ def main() -> None:
         help="every body this many bytes (default: real sizes, mean 2,054 B; see import_http.py)",
     )
     parser.add_argument("--n", type=int, default=None)
+    parser.add_argument(
+        "--peer-url",
+        default=os.environ.get("LABEL_STUDIO_URL", ""),
+        help="a running Label Studio (default $LABEL_STUDIO_URL): measured on the same file, "
+        "alternating with Faultline's import over HTTP on PostgreSQL (bench/peer_import.py)",
+    )
+    parser.add_argument("--peer-token", default=os.environ.get("LABEL_STUDIO_TOKEN", ""))
+    parser.add_argument("--peer-pid", type=int, default=None, help="the peer's server process, for its CPU")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds against the peer (default 5)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-http", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--reimport", action="store_true", help=argparse.SUPPRESS)
@@ -361,6 +373,8 @@ def main() -> None:
     results = {}
     try:
         env = dict(os.environ, FAULTLINE_DEV="1", PYTHONPATH=str(ROOT))
+        if args.quick:
+            env["BENCH_SETTLE_S"] = "0"  # a smoke run, often on a busy machine: no waiting for quiet
         files = {size: work / f"issues_{size}.json" for size in (n, big)}
         for size, path in files.items():
             write_issues(path, size, body_bytes=args.body_bytes)
@@ -372,27 +386,58 @@ def main() -> None:
         for vendor in ("sqlite", "postgresql") if pg_url else ("sqlite",):
             results[vendor] = measure(vendor, files, n, big, dbs, env)
             report(vendor, results[vendor], n, big)
+        if pg_url and args.peer_url:
+            results["rounds"] = peer_rounds(args, files[n], n, dbs, env, results["postgresql"])
     finally:
         dbs.drop()
         shutil.rmtree(work, ignore_errors=True)
     main_db = "postgresql" if pg_url else "sqlite"
     prod = results[main_db]
+    rounds = results.get("rounds")
+    peer_per_s = median([r["peer"]["per_s"] for r in rounds]) if rounds else PEER_PER_S
     summary = {
         "bench": "import", "n": n, "big_n": big, "body_bytes": args.body_bytes or "lognormal",
         "body_mean_bytes": round(body_mean), "db": main_db,
         "first_per_s": prod["first_per_s"], "cpu_ms_per_issue": prod["cpu_ms_per_issue"],
         "codable_s": prod["codable_s"], "searchable_s": prod["searchable_s"],
         "reimport_per_s": prod["reimport_per_s"], "peak_mb_10k": prod["peak_mb"], "peak_mb_50k": prod["peak_mb_big"],
-        "peer_per_s": PEER_PER_S, **results, "quick": args.quick,
+        "peer": "label-studio (measured)" if rounds else "label-studio (fixed)", "peer_per_s": peer_per_s,
+        **results, "quick": args.quick,
     }  # fmt: skip
     if pg_url:
         pg = results["postgresql"]
-        targets = {"pg cpu_ms_per_issue <= 0.15": pg["cpu_ms_per_issue"]["total"] <= 0.15,
-                   "pg http import >= 2x the peer": pg["first_per_s"] >= 2 * PEER_PER_S}  # fmt: skip
+        ours = [r["faultline"] for r in rounds] if rounds else [pg]
+        cpus = [r["cpu_ms_per_issue"]["total"] for r in ours]
+        ratios = [r["ratio"] for r in rounds] if rounds else [pg["first_per_s"] / PEER_PER_S]
+        # Over rounds, the median: on a shared 2-core machine one round's CPU time can rise by half for the same
+        # work (every process's, the peer's too), and each round is printed above.
+        summary.update(cpu_ms_per_issue_median=median(cpus), cpu_ms_per_issue_max=max(cpus),
+                       vs_peer_median=round(median(ratios), 2), vs_peer_min=round(min(ratios), 2))  # fmt: skip
+        targets = {"pg cpu_ms_per_issue <= 0.15": median(cpus) <= 0.15,
+                   "pg http import >= 2x the peer": median(ratios) >= 2}  # fmt: skip
         for name, ok in targets.items():
             print(f"  {'met' if ok else 'MISSED'}: {name}")
         summary["targets_missed"] = [name for name, ok in targets.items() if not ok]
     print(json.dumps(summary))
+
+
+def peer_rounds(args: argparse.Namespace, path: Path, n: int, dbs: Databases, env: dict, first: dict) -> list[dict]:
+    """Faultline's import over HTTP (PostgreSQL, a fresh database each time) and the peer's, alternately on the
+    same file: round 1 reuses the HTTP run measure() made; each round's ratio is of the two rates."""
+    from bench.peer_import import label_studio_import
+
+    print(f"--- against the peer, {args.rounds} alternating rounds of {n:,} issues (Label Studio at {args.peer_url})")
+    rounds = []
+    for i in range(args.rounds):
+        ours = first if i == 0 else run_child(path, n, http=True, env=dbs.env(env, "postgresql", f"round{i}"))
+        peer = label_studio_import(args.peer_url, args.peer_token, path, n, pid=args.peer_pid)
+        ratio = ours["first_per_s"] / peer["per_s"]
+        peer_cpu = "" if peer["cpu_ms_per_issue"] is None else f", {peer['cpu_ms_per_issue']:.3f} ms CPU"
+        print(f"round {i + 1}: Faultline {ours['first_per_s']:8,.0f}/s, {ours['cpu_ms_per_issue']['total']:.3f} ms "
+              f"CPU | Label Studio {peer['per_s']:8,.0f}/s{peer_cpu} | {ratio:.2f}x")  # fmt: skip
+        rounds.append({"faultline": {k: ours[k] for k in ("first_per_s", "codable_s", "cpu_ms_per_issue")},
+                       "peer": peer, "ratio": round(ratio, 2)})  # fmt: skip
+    return rounds
 
 
 def _body_mean(path: Path) -> float:

@@ -683,6 +683,8 @@ def run(args, work: Path) -> None:
     from taxonomy.services import codebook_load, codebook_read_file
 
     n = args.episodes or (20_000 if args.quick else 1_000_000)
+    if args.quick:
+        os.environ["BENCH_SETTLE_S"] = "0"  # import_http.settle: a smoke run does not wait for a quiet machine
     small_n = max(1_000, n // 100) if args.quick else 10_000
     B = 2_000 if args.quick else 10_000
     env = {**os.environ, "FAULTLINE_DEV": "1"}
