@@ -309,6 +309,25 @@ def test_the_fast_content_hash_covers_the_usual_issue():
         assert record_hash(record) == _record_hash_as_first_written(record)
 
 
+def test_the_hash_fed_in_pieces_is_sha256_at_every_size_around_the_piece():
+    """record_hash feeds sha256 pieces of under 2,048 bytes, so hashlib keeps the GIL: the digest must be the
+    one of the whole, at every size around a piece's edges and for the usual 1-3 KB issue, through record_hash."""
+    import hashlib
+    import random
+
+    from annotate.imports.parsed import Record
+    from annotate.imports.records import _HASH_PIECE, _sha256_hex, record_hash
+
+    rng = random.Random(5)
+    sizes = [0, 1, _HASH_PIECE - 1, _HASH_PIECE, _HASH_PIECE + 1, 2 * _HASH_PIECE, 2 * _HASH_PIECE + 1, 3000, 65_536]
+    for size in sizes:
+        data = rng.randbytes(size)
+        assert _sha256_hex(data) == hashlib.sha256(data).hexdigest(), size
+    for size in (1000, 2046, 2047, 2048, 2049, 4100):
+        record = Record("github_issue", "x/y#1", "x/y", "t", "é" * (size // 2), "u", ["bug"], {"n": 1}, {})
+        assert record_hash(record) == _record_hash_as_first_written(record), size
+
+
 def test_orjson_writes_a_string_as_json_dumps_does_for_every_code_point():
     import orjson
 
