@@ -152,18 +152,19 @@ def test_it_holds_200000_units_of_5000_whole_labels_in_memory_linear_in_the_unit
 
 
 def test_it_takes_time_linear_in_the_units_when_the_labels_grow_with_them():
-    """4x the units (and 4x the distinct whole labels, as random codes give) may cost at most 6x the process
-    time. Dense, the counts were units x labels (16x, and 40 GB at the larger size). The least of three runs is
-    taken, so a busy machine cannot fail it."""
+    """4x the units (and 4x the distinct whole labels, as random codes give) may cost at most 10x the process
+    time: linear is 4x (measured 4.3x on a quiet machine), and the dense counts, units x labels, were 16x (and
+    40 GB at the larger size). The least of five runs is taken; CI once saw 7.1x with the suite running beside
+    it on two cores, so the bound sits between the two growths rather than just above linear."""
 
     def cost(U: int) -> float:
         codes = many_labels(11, U, 2, U // 2)
         runs = []
-        for _ in range(3):
+        for _ in range(5):
             t = time.process_time()
             stats.agreement(codes, U // 2, B=stats.BLOCK, seed=0)
             runs.append(time.process_time() - t)
         return min(runs)
 
     small, large = cost(25_000), cost(100_000)
-    assert large <= 6 * small, f"{large:.2f} s at 100,000 units against {small:.2f} s at 25,000"
+    assert large <= 10 * small, f"{large:.2f} s at 100,000 units against {small:.2f} s at 25,000"
