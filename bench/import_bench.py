@@ -299,7 +299,8 @@ def measure(vendor: str, files: dict, n: int, big: int, dbs: Databases, env: dic
     large = run_child(files[big], big, env=dbs.env(env, vendor, "large"))
     return {
         **{k: http[k] for k in ("first_per_s", "codable_s", "searchable_s", "searchable_per_s", "upload_s",
-                                "queued_s", "job_s", "cpu_ms_per_issue", "index_cpu_ms_per_issue", "jobs")},
+                                "queued_s", "job_s", "idle_before", "cpu_ms_per_issue", "index_cpu_ms_per_issue",
+                                "jobs")},
         "vs_peer": round(http["first_per_s"] / PEER_PER_S, 2),
         "inprocess_per_s": round(n / small["first_s"], 1),
         "reimport_per_s": round(n / small["reimport_s"], 1),
@@ -435,7 +436,8 @@ def peer_rounds(args: argparse.Namespace, path: Path, n: int, dbs: Databases, en
         peer_cpu = "" if peer["cpu_ms_per_issue"] is None else f", {peer['cpu_ms_per_issue']:.3f} ms CPU"
         print(f"round {i + 1}: Faultline {ours['first_per_s']:8,.0f}/s, {ours['cpu_ms_per_issue']['total']:.3f} ms "
               f"CPU | Label Studio {peer['per_s']:8,.0f}/s{peer_cpu} | {ratio:.2f}x")  # fmt: skip
-        rounds.append({"faultline": {k: ours[k] for k in ("first_per_s", "codable_s", "cpu_ms_per_issue")},
+        rounds.append({"faultline": {k: ours.get(k) for k in ("first_per_s", "codable_s", "cpu_ms_per_issue",
+                                                              "idle_before")},
                        "peer": peer, "ratio": round(ratio, 2)})  # fmt: skip
     return rounds
 

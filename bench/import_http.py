@@ -223,7 +223,7 @@ def upload_import(*, port: int, slug: str, path: Path, n: int, token: str, web_p
         return {"web": proc_tree_cpu_s(web_pid), "worker": proc_tree_cpu_s(worker_pid) if worker_pid else 0.0,
                 "db": pg.total() if pg else 0.0}  # fmt: skip
 
-    settle()
+    idle = settle()
     c0, t0 = cpu(), time.perf_counter()
     with path.open("rb") as fh:
         response = httpx.post(f"http://127.0.0.1:{port}/api/v1/studies/{slug}/import/",
@@ -254,6 +254,7 @@ def upload_import(*, port: int, slug: str, path: Path, n: int, token: str, web_p
     index = {k: round((c2[k] - c1[k]) * 1000 / n, 4) for k in c0}
     return {
         "n": n,
+        "idle_before": round(idle, 2),  # the machine's idle share as the run began (settle)
         "upload_s": round(uploaded - t0, 3),
         "codable_s": round(codable - t0, 3),
         "queued_s": None if queued_s is None else round(queued_s, 3),

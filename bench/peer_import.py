@@ -33,7 +33,7 @@ def label_studio_import(url: str, token: str, path: Path, n: int, *, pid: int | 
         made = client.post("/api/projects", json={"title": title, "label_config": LABEL_CONFIG})
         made.raise_for_status()
         project = made.json()["id"]
-        settle()
+        idle = settle()
         cpu0, t0 = proc_tree_cpu_s(pid) if pid else 0.0, time.perf_counter()
         with path.open("rb") as fh:
             answer = client.post(f"/api/projects/{project}/import", files={"file": (path.name, fh)})
@@ -45,6 +45,7 @@ def label_studio_import(url: str, token: str, path: Path, n: int, *, pid: int | 
     return {
         "peer": "label-studio",
         "n": n,
+        "idle_before": round(idle, 2),
         "answered_s": round(answered - t0, 3),
         "done_s": round(done - t0, 3),
         "per_s": round(n / (done - t0), 1),
